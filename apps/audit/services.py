@@ -1,0 +1,41 @@
+"""Writing the audit log. Every service action calls `record` inside its transaction."""
+
+from .models import AuditEntry
+
+# Keys never written to an audit diff, whatever model they come from.
+SECRET_KEYS = frozenset({"password", "secret", "secrets", "token", "auth", "client_secret"})
+
+
+def scrub(changes):
+    if isinstance(changes, dict):
+        return {k: ("******" if k.lower() in SECRET_KEYS else scrub(v)) for k, v in changes.items()}
+    if isinstance(changes, list):
+        return [scrub(v) for v in changes]
+    return changes
+
+
+def record(actor, action, obj=None, *, tenant=None, changes=None, object_type=None, object_id=None, object_repr=None):
+    """Append one audit row. `obj` may be a model instance; its tenant is used when it has one."""
+    if obj is not None:
+        object_type = object_type or obj._meta.label_lower
+        object_id = object_id if object_id is not None else str(obj.pk)
+        object_repr = object_repr or str(obj)[:255]
+        if tenant is None:
+            tenant = getattr(obj, "tenant", None)
+    authenticated = actor is not None and getattr(actor, "is_authenticated", False)
+    return AuditEntry.objects.create(
+        actor=actor if authenticated else None,
+        actor_name=actor.get_username() if authenticated else "system",
+        action=action,
+        object_type=object_type or "",
+        object_id=object_id or "",
+        object_repr=object_repr or "",
+        tenant=tenant,
+        changes=scrub(changes or {}),
+    )
+
+
+def model_diff(before, after):
+    """The fields whose values differ between two dicts of field values."""
+    keys = sorted(set(before) | set(after))
+    return {k: [before.get(k), after.get(k)] for k in keys if before.get(k) != after.get(k)}

@@ -1,0 +1,146 @@
+"""The physical side of the farm, in HiveD's terms (../shared/spec/scheduler.md).
+
+A leaf cell type is one device of a SKU; non-leaf cell types nest a child type; one
+level of each chain is the node level. Physical cells are the addressed instances.
+"""
+
+from django.core.exceptions import ValidationError
+from django.core.validators import MinValueValidator, RegexValidator
+from django.db import models
+
+from .choices import BackendKind, ClusterClass
+
+name_validator = RegexValidator(
+    r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", "Use letters, digits, '_', '-' and '.', starting with a letter or digit."
+)
+
+
+class Cluster(models.Model):
+    name = models.CharField(max_length=64, unique=True, validators=[name_validator])
+    cluster_class = models.CharField(
+        "class", max_length=16, choices=ClusterClass.choices, default=ClusterClass.PRODUCTION,
+        help_text="Production clusters get the tighter on-call SLA.",
+    )
+    backend = models.CharField(max_length=16, choices=BackendKind.choices, default=BackendKind.LOCAL)
+    connection = models.CharField(
+        max_length=255,
+        blank=True,
+        help_text="Kubernetes: 'in-cluster', or the name of a secret/file holding a kubeconfig "
+        "(optionally '#context'). Local: empty.",
+    )
+    description = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+
+class CellType(models.Model):
+    """A level of a cell chain. A leaf cell type is a SKU: it says what one device brings."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="cell_types")
+    name = models.CharField(max_length=64, validators=[name_validator])
+    child = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.PROTECT, related_name="parents",
+        help_text="Empty for a leaf cell type (a SKU).",
+    )
+    child_count = models.PositiveIntegerField(default=0)
+    is_node_level = models.BooleanField(default=False, help_text="Cells of this type are whole Kubernetes nodes.")
+    # What one leaf cell brings (leaf types only).
+    gpu = models.PositiveIntegerField(default=1, help_text="Devices per leaf cell (0 for a CPU SKU).")
+    cpu = models.FloatField(default=1, validators=[MinValueValidator(0)])
+    memory_mb = models.PositiveIntegerField(default=1024)
+    device_resource = models.CharField(max_length=100, default="nvidia.com/gpu", blank=True)
+
+    class Meta:
+        ordering = ["cluster__name", "name"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "name"], name="unique_cell_type_name")]
+
+    def __str__(self):
+        return self.name
+
+    @property
+    def is_leaf(self):
+        return self.child_id is None
+
+    def clean(self):
+        if self.child_id is not None:
+            if self.child.cluster_id != self.cluster_id:
+                raise ValidationError({"child": "The child cell type must belong to the same cluster."})
+            if self.child_count < 1:
+                raise ValidationError({"child_count": "A non-leaf cell type needs at least one child."})
+            seen, node = {self.pk}, self.child
+            while node is not None:
+                if node.pk in seen:
+                    raise ValidationError({"child": f"Cell type '{node.name}' would contain itself."})
+                seen.add(node.pk)
+                node = node.child
+        elif self.child_count:
+            raise ValidationError({"child_count": "A leaf cell type (a SKU) has no children."})
+
+
+class PhysicalCell(models.Model):
+    """An addressed cell: a rack, a node (address = node name), or another level above the node.
+
+    Levels below the node (switches, devices) are implied by the chain: device indices
+    0..n-1 in order.
+    """
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="physical_cells")
+    cell_type = models.ForeignKey(CellType, on_delete=models.PROTECT, related_name="physical_cells")
+    address = models.CharField(max_length=253)
+    parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="children")
+    pinned_id = models.CharField(
+        max_length=64, blank=True, default="", help_text="Id a VC uses to own this cell exclusively."
+    )
+
+    class Meta:
+        ordering = ["cluster__name", "address"]
+        constraints = [
+            models.UniqueConstraint(fields=["cluster", "address"], name="unique_physical_cell_address"),
+            models.UniqueConstraint(
+                fields=["cluster", "pinned_id"], condition=~models.Q(pinned_id=""), name="unique_pinned_id"
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.address} ({self.cell_type.name})"
+
+    def clean(self):
+        if self.cell_type_id and self.cell_type.cluster_id != self.cluster_id:
+            raise ValidationError({"cell_type": "The cell type must belong to the same cluster."})
+        if self.parent_id is not None:
+            if self.parent.cell_type.child_id != self.cell_type_id:
+                raise ValidationError(
+                    {"cell_type": f"A child of {self.parent.cell_type.name} must be of type "
+                     f"{self.parent.cell_type.child.name if self.parent.cell_type.child else 'none'}."}
+                )
+
+
+class Node(models.Model):
+    """A node as the backend sees it: health and inventory, kept current by the worker."""
+
+    cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="nodes")
+    name = models.CharField(max_length=253)
+    ip = models.GenericIPAddressField(null=True, blank=True)
+    ready = models.BooleanField(default=True)
+    schedulable = models.BooleanField(default=True)
+    gpu_capacity = models.PositiveIntegerField(default=0)
+    cpu_capacity = models.FloatField(default=0)
+    memory_mb_capacity = models.PositiveBigIntegerField(default=0)
+    labels = models.JSONField(default=dict, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["cluster__name", "name"]
+        constraints = [models.UniqueConstraint(fields=["cluster", "name"], name="unique_node_name")]
+
+    def __str__(self):
+        return self.name
+
+    @property
+    def healthy(self):
+        return self.ready and self.schedulable

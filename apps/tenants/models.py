@@ -1,0 +1,70 @@
+from django.conf import settings
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+
+from .choices import IdleGpuAction, MembershipRole
+from .querysets import TenantOwnedQuerySet, TenantQuerySet
+
+
+class Tenant(models.Model):
+    """A team sharing the farm: owns groups, VCs, storage grants and its own policies."""
+
+    slug = models.SlugField(max_length=64, unique=True)
+    name = models.CharField(max_length=200, unique=True)
+    description = models.TextField(blank=True)
+    contact_email = models.EmailField(blank=True, help_text="Where members reach the team's admins.")
+    job_retention_days = models.PositiveIntegerField(
+        default=30,
+        validators=[MinValueValidator(1), MaxValueValidator(3650)],
+        help_text="Completed jobs older than this are deleted, with their logs.",
+    )
+    idle_gpu_threshold_percent = models.PositiveSmallIntegerField(
+        default=5,
+        validators=[MaxValueValidator(100)],
+        help_text="A job whose GPUs stay below this utilisation is idle.",
+    )
+    idle_gpu_hours = models.PositiveIntegerField(
+        default=24, validators=[MinValueValidator(1)], help_text="How long a job may stay idle before the action."
+    )
+    idle_gpu_action = models.CharField(max_length=16, choices=IdleGpuAction.choices, default=IdleGpuAction.NOTIFY)
+    onboarding_email_subject = models.CharField(max_length=200, blank=True)
+    onboarding_email_template = models.TextField(
+        blank=True,
+        help_text="Django template text for the onboarding e-mail; empty uses pai's default text.",
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = TenantQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+    @property
+    def tenant(self):
+        # Lets generic scoping and audit code treat a tenant as owned by itself.
+        return self
+
+
+class MembershipQuerySet(TenantOwnedQuerySet):
+    pass
+
+
+class Membership(models.Model):
+    Role = MembershipRole
+
+    tenant = models.ForeignKey(Tenant, on_delete=models.PROTECT, related_name="memberships")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=16, choices=MembershipRole.choices, default=MembershipRole.MEMBER)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = MembershipQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["tenant__name", "user__username"]
+        constraints = [models.UniqueConstraint(fields=["tenant", "user"], name="unique_membership")]
+
+    def __str__(self):
+        return f"{self.user} in {self.tenant} ({self.get_role_display()})"

@@ -1,0 +1,82 @@
+from django.core.validators import MinValueValidator, RegexValidator
+from django.db import models
+
+from .querysets import VirtualClusterPartQuerySet, VirtualClusterQuerySet
+
+vc_name_validator = RegexValidator(
+    r"^[A-Za-z0-9_]+$", "OpenPAI VC names use letters, digits and '_' only."
+)
+
+
+class VirtualCluster(models.Model):
+    """A tenant's guaranteed slice of one cluster, counted in cells (HiveD)."""
+
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.PROTECT, related_name="virtual_clusters")
+    cluster = models.ForeignKey("clusters.Cluster", on_delete=models.PROTECT, related_name="virtual_clusters")
+    name = models.CharField(max_length=64, unique=True, validators=[vc_name_validator])
+    description = models.TextField(blank=True)
+    cohort = models.CharField(
+        max_length=64, blank=True, help_text="VCs in one cohort may borrow each other's idle cells."
+    )
+    borrowing_limit = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Most leaf cells this VC may borrow (empty: no limit)."
+    )
+    lending_limit = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Most leaf cells this VC lends while idle (empty: all idle cells)."
+    )
+    weight = models.FloatField(default=1.0, validators=[MinValueValidator(0.01)], help_text="Fair-sharing weight.")
+    max_leaf_cells_per_user = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Cap on one user's cells in this VC (empty: no cap)."
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = VirtualClusterQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["name"]
+        verbose_name = "virtual cluster"
+
+    def __str__(self):
+        return self.name
+
+
+class VirtualClusterCell(models.Model):
+    virtual_cluster = models.ForeignKey(VirtualCluster, on_delete=models.CASCADE, related_name="cells")
+    cell_type = models.ForeignKey("clusters.CellType", on_delete=models.PROTECT, related_name="+")
+    count = models.PositiveIntegerField(validators=[MinValueValidator(1)])
+
+    objects = VirtualClusterPartQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["virtual_cluster__name", "cell_type__name"]
+        constraints = [models.UniqueConstraint(fields=["virtual_cluster", "cell_type"], name="unique_vc_cell_type")]
+
+    def __str__(self):
+        return f"{self.count} × {self.cell_type.name}"
+
+
+class PinnedCell(models.Model):
+    """A physical cell a VC owns outright: only jobs naming its pinned id run there."""
+
+    virtual_cluster = models.ForeignKey(VirtualCluster, on_delete=models.CASCADE, related_name="pinned_cells")
+    physical_cell = models.OneToOneField("clusters.PhysicalCell", on_delete=models.PROTECT, related_name="pinned_to")
+
+    objects = VirtualClusterPartQuerySet.as_manager()
+
+    def __str__(self):
+        return f"{self.physical_cell.pinned_id or self.physical_cell.address} → {self.virtual_cluster}"
+
+
+class VirtualClusterGrant(models.Model):
+    virtual_cluster = models.ForeignKey(VirtualCluster, on_delete=models.CASCADE, related_name="grants")
+    group = models.ForeignKey("accounts.Group", on_delete=models.CASCADE, related_name="vc_grants")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = VirtualClusterPartQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["virtual_cluster__name", "group__name"]
+        constraints = [models.UniqueConstraint(fields=["virtual_cluster", "group"], name="unique_vc_grant")]
+
+    def __str__(self):
+        return f"{self.virtual_cluster} → {self.group}"

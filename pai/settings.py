@@ -1,0 +1,245 @@
+"""pai settings, read from the environment.
+
+Defaults are for a single development box (SQLite, ORM broker, local backend); production
+sets `PAI_ENV=production` and must pass `manage.py check --deploy`.
+"""
+
+import os
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+
+
+def env(name, default=None):
+    return os.environ.get(name, default)
+
+
+def env_bool(name, default=False):
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def env_list(name, default=""):
+    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+PAI_ENV = env("PAI_ENV", "development")
+PRODUCTION = PAI_ENV == "production"
+
+SECRET_KEY = env("SECRET_KEY")
+if not SECRET_KEY:
+    if PRODUCTION:
+        raise ImproperlyConfigured("SECRET_KEY must be set when PAI_ENV=production")
+    SECRET_KEY = "dev-only-insecure-key-never-use-in-production-0123456789abcdef"
+
+DEBUG = env_bool("DEBUG", not PRODUCTION)
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "" if PRODUCTION else "localhost,127.0.0.1,[::1],testserver")
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
+
+# Where pai keeps its own files on a single box: the SQLite database, task logs of the
+# local backend.
+PAI_DATA_DIR = Path(env("PAI_DATA_DIR", str(BASE_DIR / "var")))
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "django_filters",
+    "drf_spectacular",
+    "guardian",
+    "django_q",
+    "apps.audit",
+    "apps.tenants",
+    "apps.accounts",
+    "apps.clusters",
+    "apps.virtualclusters",
+    "apps.storage",
+    "apps.jobs",
+    "apps.oncall",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "pai.urls"
+WSGI_APPLICATION = "pai.wsgi.application"
+ASGI_APPLICATION = "pai.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": dj_database_url.parse(
+        env("DATABASE_URL", f"sqlite:///{PAI_DATA_DIR / 'pai.sqlite3'}"),
+        conn_max_age=int(env("DB_CONN_MAX_AGE", "60")),
+    )
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # The embedded default runs web and worker against one file: wait for locks
+    # instead of failing, and start write transactions eagerly.
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {"timeout": 20, "transaction_mode": "IMMEDIATE", "init_command": "PRAGMA journal_mode=WAL;"}
+    )
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+# --- Authentication -------------------------------------------------------------------
+PAI_AUTH_MODE = env("PAI_AUTH_MODE", "basic")
+if PAI_AUTH_MODE not in {"basic", "oidc"}:
+    raise ImproperlyConfigured("PAI_AUTH_MODE must be 'basic' or 'oidc'")
+
+AUTHENTICATION_BACKENDS = [
+    "django.contrib.auth.backends.ModelBackend",
+    "guardian.backends.ObjectPermissionBackend",
+]
+if PAI_AUTH_MODE == "oidc":
+    INSTALLED_APPS.append("mozilla_django_oidc")
+    AUTHENTICATION_BACKENDS.insert(0, "apps.accounts.oidc.PaiOIDCBackend")
+    OIDC_RP_CLIENT_ID = env("OIDC_RP_CLIENT_ID", "")
+    OIDC_RP_CLIENT_SECRET = env("OIDC_RP_CLIENT_SECRET", "")
+    OIDC_RP_SIGN_ALGO = env("OIDC_RP_SIGN_ALGO", "RS256")
+    OIDC_OP_AUTHORIZATION_ENDPOINT = env("OIDC_OP_AUTHORIZATION_ENDPOINT", "")
+    OIDC_OP_TOKEN_ENDPOINT = env("OIDC_OP_TOKEN_ENDPOINT", "")
+    OIDC_OP_USER_ENDPOINT = env("OIDC_OP_USER_ENDPOINT", "")
+    OIDC_OP_JWKS_ENDPOINT = env("OIDC_OP_JWKS_ENDPOINT", "")
+    OIDC_RP_SCOPES = env("OIDC_RP_SCOPES", "openid email profile groups")
+PAI_OIDC_USERNAME_CLAIM = env("PAI_OIDC_USERNAME_CLAIM", "preferred_username")
+PAI_OIDC_EMAIL_CLAIM = env("PAI_OIDC_EMAIL_CLAIM", "email")
+PAI_OIDC_GROUPS_CLAIM = env("PAI_OIDC_GROUPS_CLAIM", "groups")
+
+LOGIN_URL = "/admin/login/"
+LOGIN_REDIRECT_URL = "/"
+
+# django-guardian: pai has no anonymous object permissions.
+ANONYMOUS_USER_NAME = None
+GUARDIAN_RAISE_403 = False
+
+# --- Internationalisation -------------------------------------------------------------
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = env("TIME_ZONE", "UTC")
+USE_I18N = True
+USE_TZ = True
+
+# --- Static files ---------------------------------------------------------------------
+STATIC_URL = "/static/"
+STATIC_ROOT = Path(env("STATIC_ROOT", str(BASE_DIR / "staticfiles")))
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        if PRODUCTION
+        else "django.contrib.staticfiles.storage.StaticFilesStorage"
+    },
+}
+
+# --- E-mail ---------------------------------------------------------------------------
+EMAIL_BACKEND = env(
+    "EMAIL_BACKEND",
+    "django.core.mail.backends.smtp.EmailBackend" if PRODUCTION else "django.core.mail.backends.console.EmailBackend",
+)
+EMAIL_HOST = env("EMAIL_HOST", "localhost")
+EMAIL_PORT = int(env("EMAIL_PORT", "25"))
+EMAIL_HOST_USER = env("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS")
+DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", "pai@localhost")
+
+# --- pai ------------------------------------------------------------------------------
+PAI_BACKEND = env("PAI_BACKEND", "local")
+if PAI_BACKEND not in {"local", "kubernetes"}:
+    raise ImproperlyConfigured("PAI_BACKEND must be 'local' or 'kubernetes'")
+PAI_USER_MANUAL_URL = env("PAI_USER_MANUAL_URL", "https://openpai.readthedocs.io/en/latest/manual/cluster-user/")
+PAI_PUBLIC_URL = env("PAI_PUBLIC_URL", "http://127.0.0.1:8000")
+
+# --- REST API -------------------------------------------------------------------------
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
+    "PAGE_SIZE": 100,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "pai REST API",
+    "DESCRIPTION": "OpenPAI-compatible REST API v2 and pai-native routes.",
+    "VERSION": "2.0.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+}
+
+# --- Worker (django-q2) ---------------------------------------------------------------
+REDIS_URL = env("REDIS_URL")
+Q_CLUSTER = {
+    "name": "pai",
+    "workers": int(env("Q_WORKERS", "2")),
+    # timeout below retry: a task is never handed out again while it still runs.
+    "timeout": int(env("Q_TIMEOUT", "120")),
+    "retry": int(env("Q_RETRY", "180")),
+    "max_attempts": 3,
+    "catch_up": False,
+    "queue_limit": 50,
+    "bulk": 10,
+    "poll": 0.5,
+}
+if REDIS_URL:
+    Q_CLUSTER["redis"] = REDIS_URL
+else:
+    Q_CLUSTER["orm"] = "default"
+
+# --- Production hardening -------------------------------------------------------------
+if PRODUCTION:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)
+    SECURE_HSTS_SECONDS = int(env("SECURE_HSTS_SECONDS", "31536000"))
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = True
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_REFERRER_POLICY = "same-origin"
+    X_FRAME_OPTIONS = "DENY"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["console"], "level": env("LOG_LEVEL", "INFO")},
+}

@@ -1,0 +1,16 @@
+from django.contrib import admin
+from django.urls import include, path
+
+from . import views
+
+admin.site.site_header = "pai administration"
+admin.site.site_title = "pai"
+admin.site.index_title = "Teams, clusters and access"
+
+urlpatterns = [
+    path("", views.home, name="home"),
+    path("healthz", views.healthz, name="healthz"),
+    path("readyz", views.readyz, name="readyz"),
+    path("admin/", admin.site.urls),
+    path("accounts/", include("django.contrib.auth.urls")),
+]
