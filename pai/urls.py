@@ -13,4 +13,6 @@ urlpatterns = [
     path("readyz", views.readyz, name="readyz"),
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
+    path("api/", include("pai.api_urls")),
+    path("oncall/", include("apps.oncall.urls")),
 ]
