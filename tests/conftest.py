@@ -16,3 +16,80 @@ def is_postgres():
 
 
 requires_postgres = pytest.mark.skipif(not is_postgres(), reason="needs PostgreSQL (set DATABASE_URL)")
+
+
+class World:
+    """Two teams on one cluster, the shape of the demo: what most tests start from.
+
+    cluster `local`: rack-1 with gpu-node-1..4 (8 × A100 each, 2 GPUs per switch),
+    cpu-node-1..2 (8 × CPU cells of 4 cpu). Team A: VC `team_a` (2 × A100-NODE,
+    1 × CPU-NODE), group `team_a`, storage `team-a-data`. Team B: VC `team_b`
+    (1 × A100-NODE, 4 × A100-SWITCH, 1 × CPU-NODE), group `team_b`, storage `team-b-data`.
+    Users: `root` (platform admin), `a_admin`/`a_member`, `b_admin`/`b_member`.
+    """
+
+    def __init__(self):
+        from apps.accounts.models import Group
+        from apps.accounts.roles import ADMIN_GROUP
+        from apps.tenants.models import Membership
+        from tests import factories as f
+
+        self.password = f.PASSWORD
+        self.cluster = f.ClusterFactory(name="local")
+        c = self.cluster
+        self.a100 = f.CellTypeFactory(cluster=c, name="A100", gpu=1, cpu=8, memory_mb=65536)
+        self.switch = f.CellTypeFactory(cluster=c, name="A100-SWITCH", child=self.a100, child_count=2)
+        self.gpu_node = f.CellTypeFactory(cluster=c, name="A100-NODE", child=self.switch, child_count=4, is_node_level=True)
+        self.rack = f.CellTypeFactory(cluster=c, name="A100-RACK", child=self.gpu_node, child_count=4)
+        self.cpu = f.CellTypeFactory(cluster=c, name="CPU", gpu=0, cpu=4, memory_mb=16384, device_resource="")
+        self.cpu_node = f.CellTypeFactory(cluster=c, name="CPU-NODE", child=self.cpu, child_count=8, is_node_level=True)
+        rack = f.PhysicalCellFactory(cluster=c, cell_type=self.rack, address="rack-1")
+        for i in range(1, 5):
+            f.PhysicalCellFactory(cluster=c, cell_type=self.gpu_node, address=f"gpu-node-{i}", parent=rack)
+            f.NodeFactory(cluster=c, name=f"gpu-node-{i}", gpu_capacity=8, cpu_capacity=64, memory_mb_capacity=524288)
+        for i in range(1, 3):
+            f.PhysicalCellFactory(cluster=c, cell_type=self.cpu_node, address=f"cpu-node-{i}")
+            f.NodeFactory(cluster=c, name=f"cpu-node-{i}", cpu_capacity=32, memory_mb_capacity=131072)
+
+        self.root = f.UserFactory(username="root")
+        self.root.groups.add(Group.objects.get(name=ADMIN_GROUP))
+        self.root.is_staff = True
+        self.root.save()
+        self.tenant_a = f.TenantFactory(slug="team-a", name="Team A")
+        self.tenant_b = f.TenantFactory(slug="team-b", name="Team B")
+        for key, tenant in (("a", self.tenant_a), ("b", self.tenant_b)):
+            admin = f.UserFactory(username=f"{key}_admin", is_staff=True)
+            member = f.UserFactory(username=f"{key}_member")
+            f.MembershipFactory(tenant=tenant, user=admin, role=Membership.Role.ADMIN)
+            f.MembershipFactory(tenant=tenant, user=member, role=Membership.Role.MEMBER)
+            group = f.GroupFactory(name=f"team_{key}", tenant=tenant)
+            for user in (admin, member):
+                user.groups.add(group)
+            vc = f.VirtualClusterFactory(name=f"team_{key}", tenant=tenant, cluster=c)
+            f.VirtualClusterGrantFactory(virtual_cluster=vc, group=group)
+            storage = f.StorageConfigFactory(tenant=tenant, name=f"team-{key}-data")
+            f.StorageGrantFactory(storage=storage, group=group, is_default=True)
+            setattr(self, f"{key}_admin", admin)
+            setattr(self, f"{key}_member", member)
+            setattr(self, f"group_{key}", group)
+            setattr(self, f"vc_{key}", vc)
+            setattr(self, f"storage_{key}", storage)
+        f.VirtualClusterCellFactory(virtual_cluster=self.vc_a, cell_type=self.gpu_node, count=2)
+        f.VirtualClusterCellFactory(virtual_cluster=self.vc_a, cell_type=self.cpu_node, count=1)
+        f.VirtualClusterCellFactory(virtual_cluster=self.vc_b, cell_type=self.gpu_node, count=1)
+        f.VirtualClusterCellFactory(virtual_cluster=self.vc_b, cell_type=self.switch, count=4)
+        f.VirtualClusterCellFactory(virtual_cluster=self.vc_b, cell_type=self.cpu_node, count=1)
+
+    def users(self):
+        return {
+            "root": self.root,
+            "a_admin": self.a_admin,
+            "a_member": self.a_member,
+            "b_admin": self.b_admin,
+            "b_member": self.b_member,
+        }
+
+
+@pytest.fixture
+def world(db):
+    return World()
