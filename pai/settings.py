@@ -198,6 +198,7 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 100,
+    "EXCEPTION_HANDLER": "pai.api.errors.exception_handler",
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "pai REST API",
