@@ -6,7 +6,7 @@ PIP := $(VENV)/bin/pip
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test bench install migrate demo check clean
+.PHONY: run test bench install system-deps migrate demo check clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -32,8 +32,20 @@ run: demo
 	$(PY) manage.py qcluster & \
 	$(PY) manage.py runserver --noreload $(HOST):$(PORT)
 
+# Real peers the integration tests start: Alertmanager and headless Chromium, from
+# Debian's packages. Installed once, only when missing.
+system-deps:
+	@missing=""; \
+	command -v chromium >/dev/null || missing="$$missing chromium"; \
+	command -v prometheus-alertmanager >/dev/null || missing="$$missing prometheus-alertmanager"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+
 # The whole suite. CI sets DATABASE_URL to a PostgreSQL server; without it, SQLite.
-test: install
+test: install system-deps
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 bench: install
