@@ -1,7 +1,5 @@
 """Arithmetic over a cluster's cell chains: how many leaf cells (devices) a cell type holds."""
 
-from functools import lru_cache
-
 
 class CellChains:
     """The cell types of one cluster, loaded once: leaf SKU and leaf count per cell type."""
@@ -9,6 +7,7 @@ class CellChains:
     def __init__(self, cell_types):
         self.by_id = {ct.pk: ct for ct in cell_types}
         self.by_name = {ct.name: ct for ct in cell_types}
+        self._leaf_counts = {}
 
     @classmethod
     def for_cluster(cls, cluster):
@@ -21,15 +20,10 @@ class CellChains:
         return node
 
     def leaf_count(self, cell_type):
-        return _leaf_count(self, cell_type.pk)
-
-    def __hash__(self):
-        return id(self)
-
-
-@lru_cache(maxsize=4096)
-def _leaf_count(chains, cell_type_id):
-    ct = chains.by_id[cell_type_id]
-    if ct.child_id is None:
-        return 1
-    return ct.child_count * _leaf_count(chains, ct.child_id)
+        count = self._leaf_counts.get(cell_type.pk)
+        if count is None:
+            count = 1 if cell_type.child_id is None else cell_type.child_count * self.leaf_count(
+                self.by_id[cell_type.child_id]
+            )
+            self._leaf_counts[cell_type.pk] = count
+        return count
