@@ -1,0 +1,55 @@
+"""The job vocabularies OpenPAI clients read: states, FrameworkController sub-states, priorities."""
+
+from django.db import models
+
+
+class JobState(models.TextChoices):
+    WAITING = "WAITING"
+    RUNNING = "RUNNING"
+    STOPPING = "STOPPING"
+    STOPPED = "STOPPED"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    UNKNOWN = "UNKNOWN"
+
+
+COMPLETED_STATES = frozenset({JobState.STOPPED, JobState.SUCCEEDED, JobState.FAILED})
+
+
+class JobSubState(models.TextChoices):
+    """FrameworkController's framework/attempt states, which OpenPAI reports as `subState`."""
+
+    ATTEMPT_CREATION_PENDING = "AttemptCreationPending"
+    ATTEMPT_CREATION_REQUESTED = "AttemptCreationRequested"
+    ATTEMPT_PREPARING = "AttemptPreparing"
+    ATTEMPT_RUNNING = "AttemptRunning"
+    ATTEMPT_DELETION_PENDING = "AttemptDeletionPending"
+    ATTEMPT_DELETION_REQUESTED = "AttemptDeletionRequested"
+    ATTEMPT_DELETING = "AttemptDeleting"
+    ATTEMPT_COMPLETED = "AttemptCompleted"
+    COMPLETED = "Completed"
+
+
+class ExecutionType(models.TextChoices):
+    START = "START"
+    STOP = "STOP"
+
+
+class PriorityClass(models.TextChoices):
+    PROD = "prod"
+    TEST = "test"
+    OPPO = "oppo"
+
+
+# HiveD's job priorities for OpenPAI's priority classes; `test` is the default.
+PRIORITY_OF_CLASS = {PriorityClass.PROD: 100, PriorityClass.TEST: 10, PriorityClass.OPPO: -1}
+DEFAULT_PRIORITY_CLASS = PriorityClass.TEST
+
+
+class EventType(models.TextChoices):
+    NORMAL = "Normal"
+    WARNING = "Warning"
+
+
+# FrameworkController's exit code for a user stop (spec/jobs.md, exit spec table).
+STOP_REQUESTED_EXIT_CODE = -210
