@@ -1,0 +1,66 @@
+"""Cluster backends: the interface (:mod:`.base`) and its implementations.
+
+``local`` runs each pod as a subprocess on this machine (:mod:`.local`); ``kubernetes``
+runs real pods. Import an implementation from its module; the names of the interface
+are re-exported here.
+"""
+
+from .base import (
+    ANNOTATION_PLACEMENT,
+    LABEL_ATTEMPT,
+    LABEL_JOB,
+    LABEL_TASK_ATTEMPT,
+    LABEL_TASK_INDEX,
+    LABEL_TASK_ROLE,
+    TERMINAL_PHASES,
+    BackendError,
+    ClusterBackend,
+    CursorExpiredError,
+    ImagePullAuth,
+    LogStream,
+    NodeInfo,
+    PermanentCreationError,
+    PodConflictError,
+    PodCreationError,
+    PodEvent,
+    PodNotFoundError,
+    PodObservation,
+    PodPhase,
+    PodSpec,
+    PortRequest,
+    StorageMount,
+    TransientCreationError,
+    is_valid_pod_name,
+    pod_labels,
+    pod_name,
+)
+
+__all__ = [
+    "ANNOTATION_PLACEMENT",
+    "LABEL_ATTEMPT",
+    "LABEL_JOB",
+    "LABEL_TASK_ATTEMPT",
+    "LABEL_TASK_INDEX",
+    "LABEL_TASK_ROLE",
+    "TERMINAL_PHASES",
+    "BackendError",
+    "ClusterBackend",
+    "CursorExpiredError",
+    "ImagePullAuth",
+    "LogStream",
+    "NodeInfo",
+    "PermanentCreationError",
+    "PodConflictError",
+    "PodCreationError",
+    "PodEvent",
+    "PodNotFoundError",
+    "PodObservation",
+    "PodPhase",
+    "PodSpec",
+    "PortRequest",
+    "StorageMount",
+    "TransientCreationError",
+    "is_valid_pod_name",
+    "pod_labels",
+    "pod_name",
+]
