@@ -46,7 +46,7 @@ CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
 PAI_DATA_DIR = Path(env("PAI_DATA_DIR", str(BASE_DIR / "var")))
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "pai.apps.PaiAdminConfig",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -127,6 +127,7 @@ if PAI_AUTH_MODE not in {"basic", "oidc"}:
 
 AUTHENTICATION_BACKENDS = [
     "django.contrib.auth.backends.ModelBackend",
+    "apps.accounts.backends.PlatformAdminBackend",
     "guardian.backends.ObjectPermissionBackend",
 ]
 if PAI_AUTH_MODE == "oidc":
@@ -187,6 +188,7 @@ if PAI_BACKEND not in {"local", "kubernetes"}:
     raise ImproperlyConfigured("PAI_BACKEND must be 'local' or 'kubernetes'")
 PAI_USER_MANUAL_URL = env("PAI_USER_MANUAL_URL", "https://openpai.readthedocs.io/en/latest/manual/cluster-user/")
 PAI_PUBLIC_URL = env("PAI_PUBLIC_URL", "http://127.0.0.1:8000")
+PAI_ALERTMANAGER_TOKEN = env("PAI_ALERTMANAGER_TOKEN", "")  # bearer secret of the Alertmanager webhook; empty disables it
 
 # --- REST API -------------------------------------------------------------------------
 REST_FRAMEWORK = {

@@ -3,10 +3,6 @@ from django.urls import include, path
 
 from . import views
 
-admin.site.site_header = "pai administration"
-admin.site.site_title = "pai"
-admin.site.index_title = "Teams, clusters and access"
-
 urlpatterns = [
     path("", views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),

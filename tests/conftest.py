@@ -7,8 +7,10 @@ def pytest_report_header(config):
 
 
 @pytest.fixture(autouse=True)
-def _locmem_email(settings):
+def _test_settings(settings):
     settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+    # Password hashing is deliberately slow; tests create many users.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 def is_postgres():

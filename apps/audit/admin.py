@@ -1,0 +1,39 @@
+from django.contrib import admin
+
+from apps.accounts.roles import is_platform_admin, is_tenant_admin
+
+from .models import AuditEntry
+
+
+@admin.register(AuditEntry)
+class AuditEntryAdmin(admin.ModelAdmin):
+    """Read-only. Platform admins read everything; a tenant admin reads their tenants' entries."""
+
+    list_display = ("created_at", "actor_name", "action", "object_type", "object_repr", "tenant")
+    list_filter = ("action", "object_type", "tenant")
+    search_fields = ("actor_name", "action", "object_repr", "object_id")
+    date_hierarchy = "created_at"
+    readonly_fields = [f.name for f in AuditEntry._meta.fields]
+
+    def get_queryset(self, request):
+        from apps.accounts.roles import admin_tenant_ids
+
+        queryset = super().get_queryset(request).select_related("tenant")
+        if is_platform_admin(request.user):
+            return queryset
+        return queryset.filter(tenant__in=admin_tenant_ids(request.user))
+
+    def has_module_permission(self, request):
+        return is_platform_admin(request.user) or is_tenant_admin(request.user)
+
+    def has_view_permission(self, request, obj=None):
+        return self.has_module_permission(request)
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False

@@ -1,0 +1,46 @@
+from django.contrib import admin
+
+from apps.tenants.admin_mixins import PlatformAdmin
+
+from .models import CellType, Cluster, Node, PhysicalCell
+
+
+class CellTypeInline(admin.TabularInline):
+    model = CellType
+    fk_name = "cluster"
+    extra = 0
+    fields = ("name", "child", "child_count", "is_node_level", "gpu", "cpu", "memory_mb", "device_resource")
+
+
+@admin.register(Cluster)
+class ClusterAdmin(PlatformAdmin):
+    list_display = ("name", "cluster_class", "backend", "node_count")
+    list_filter = ("cluster_class", "backend")
+    search_fields = ("name",)
+    inlines = [CellTypeInline]
+
+    @admin.display(description="nodes")
+    def node_count(self, obj):
+        return obj.nodes.count()
+
+
+@admin.register(CellType)
+class CellTypeAdmin(PlatformAdmin):
+    list_display = ("name", "cluster", "child", "child_count", "is_node_level", "gpu", "cpu", "memory_mb")
+    list_filter = ("cluster", "is_node_level")
+    search_fields = ("name",)
+
+
+@admin.register(PhysicalCell)
+class PhysicalCellAdmin(PlatformAdmin):
+    list_display = ("address", "cell_type", "cluster", "parent", "pinned_id")
+    list_filter = ("cluster", "cell_type")
+    search_fields = ("address", "pinned_id")
+    list_select_related = ("cell_type", "cluster", "parent")
+
+
+@admin.register(Node)
+class NodeAdmin(PlatformAdmin):
+    list_display = ("name", "cluster", "ip", "ready", "schedulable", "gpu_capacity", "cpu_capacity", "updated_at")
+    list_filter = ("cluster", "ready", "schedulable")
+    search_fields = ("name", "ip")

@@ -1,0 +1,52 @@
+"""Cluster actions, and the translation of a cluster's rows into the engine's configuration."""
+
+from django.db import transaction
+
+from apps.audit.services import record
+from scheduler.spec import CellTypeSpec, ClusterSpec, PhysicalCellSpec, SkuSpec
+
+from .models import CellType, Node, PhysicalCell
+
+
+def cluster_spec(cluster):
+    """The engine's view of a cluster: SKUs, cell types and the tree of physical cells."""
+    cell_types = list(CellType.objects.filter(cluster=cluster).order_by("name"))
+    by_id = {ct.pk: ct for ct in cell_types}
+    skus = tuple(
+        SkuSpec(name=ct.name, gpu=ct.gpu, cpu=ct.cpu, memory_mb=ct.memory_mb) for ct in cell_types if ct.is_leaf
+    )
+    types = tuple(
+        CellTypeSpec(name=ct.name, child=by_id[ct.child_id].name, child_count=ct.child_count, is_node=ct.is_node_level)
+        for ct in cell_types
+        if not ct.is_leaf
+    )
+    cells = list(PhysicalCell.objects.filter(cluster=cluster).order_by("address"))
+    children = {}
+    for cell in cells:
+        children.setdefault(cell.parent_id, []).append(cell)
+
+    def build(cell):
+        return PhysicalCellSpec(
+            cell_type=by_id[cell.cell_type_id].name,
+            address=cell.address,
+            children=tuple(build(child) for child in children.get(cell.pk, ())),
+            pinned_id=cell.pinned_id or None,
+        )
+
+    return ClusterSpec(skus=skus, cell_types=types, physical_cells=tuple(build(c) for c in children.get(None, ())))
+
+
+@transaction.atomic
+def set_node_health(node, *, ready, schedulable, actor=None):
+    """Record a node's health as the backend reports it; audited when it changes."""
+    before = (node.ready, node.schedulable)
+    node.ready, node.schedulable = ready, schedulable
+    if before != (ready, schedulable):
+        Node.objects.filter(pk=node.pk).update(ready=ready, schedulable=schedulable)
+        record(
+            actor,
+            "node.health",
+            node,
+            changes={"ready": [before[0], ready], "schedulable": [before[1], schedulable]},
+        )
+    return node

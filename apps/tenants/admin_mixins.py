@@ -1,0 +1,150 @@
+"""One piece for every pai ModelAdmin: tenant scoping of rows, choices and permissions, and audit.
+
+Platform admins see and change everything. Tenant admins see the rows of the tenants they
+administer (through each model's `manageable_by` queryset) and only the choices in those
+tenants in every foreign-key and many-to-many field. Every admin addition, change and
+deletion is written to pai's audit log with its actor.
+"""
+
+from django.contrib import admin
+from django.contrib.auth import get_user_model
+
+from apps.accounts.roles import admin_tenant_ids, is_platform_admin, is_tenant_admin
+from apps.audit.services import record
+
+
+def users_manageable_by(user):
+    User = get_user_model()
+    if is_platform_admin(user):
+        return User.objects.all()
+    return User.objects.filter(memberships__tenant__in=admin_tenant_ids(user)).distinct()
+
+
+def scoped_choices(model, user):
+    """The rows of `model` a user may pick in a form field, or None when the model is not scoped."""
+    if model is get_user_model():
+        return users_manageable_by(user)
+    manager = model._default_manager
+    if hasattr(manager, "manageable_by"):
+        return manager.manageable_by(user)
+    return None
+
+
+class AuditedAdminMixin:
+    """Writes pai audit rows next to Django's admin LogEntry for every add, change and delete."""
+
+    def log_addition(self, request, obj, message):
+        record(request.user, f"admin.add.{obj._meta.model_name}", obj, changes={"message": str(message)})
+        return super().log_addition(request, obj, message)
+
+    def log_change(self, request, obj, message):
+        record(request.user, f"admin.change.{obj._meta.model_name}", obj, changes={"message": str(message)})
+        return super().log_change(request, obj, message)
+
+    def log_deletions(self, request, queryset):
+        for obj in queryset:
+            record(request.user, f"admin.delete.{obj._meta.model_name}", obj)
+        return super().log_deletions(request, queryset)
+
+
+class PlatformAdmin(AuditedAdminMixin, admin.ModelAdmin):
+    """Models only platform admins manage (clusters, cell types...)."""
+
+    def has_module_permission(self, request):
+        return is_platform_admin(request.user)
+
+    def has_view_permission(self, request, obj=None):
+        return is_platform_admin(request.user)
+
+    def has_add_permission(self, request):
+        return is_platform_admin(request.user)
+
+    def has_change_permission(self, request, obj=None):
+        return is_platform_admin(request.user)
+
+    def has_delete_permission(self, request, obj=None):
+        return is_platform_admin(request.user)
+
+
+class TenantScopedAdmin(AuditedAdminMixin, admin.ModelAdmin):
+    """Models tenant admins manage inside their own tenants.
+
+    `tenant_admin_can` lists what a tenant admin may do with this model
+    ("view", "add", "change", "delete"); platform admins may do everything.
+    """
+
+    tenant_admin_can = ("view", "add", "change", "delete")
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).manageable_by(request.user)
+
+    def _allowed(self, request, action, obj=None):
+        user = request.user
+        if is_platform_admin(user):
+            return True
+        if action not in self.tenant_admin_can or not is_tenant_admin(user):
+            return False
+        if obj is not None:
+            return self.model._default_manager.manageable_by(user).filter(pk=obj.pk).exists()
+        return True
+
+    def has_module_permission(self, request):
+        return self._allowed(request, "view")
+
+    def has_view_permission(self, request, obj=None):
+        return self._allowed(request, "view", obj) or self._allowed(request, "change", obj)
+
+    def has_add_permission(self, request, *args):
+        return self._allowed(request, "add")
+
+    def has_change_permission(self, request, obj=None):
+        return self._allowed(request, "change", obj)
+
+    def has_delete_permission(self, request, obj=None):
+        return self._allowed(request, "delete", obj)
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        choices = scoped_choices(db_field.related_model, request.user)
+        if choices is not None:
+            kwargs["queryset"] = choices
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+    def formfield_for_manytomany(self, db_field, request, **kwargs):
+        choices = scoped_choices(db_field.related_model, request.user)
+        if choices is not None:
+            kwargs["queryset"] = choices
+        return super().formfield_for_manytomany(db_field, request, **kwargs)
+
+
+class TenantScopedInline:
+    """Inline counterpart of TenantScopedAdmin: scoped choices, permissions from the parent admin."""
+
+    tenant_admin_can = ("view", "add", "change", "delete")
+
+    def _allowed(self, request, action, obj=None):
+        if is_platform_admin(request.user):
+            return True
+        if action not in self.tenant_admin_can or not is_tenant_admin(request.user):
+            return False
+        if obj is not None:
+            parent_manager = obj._meta.model._default_manager
+            return parent_manager.manageable_by(request.user).filter(pk=obj.pk).exists()
+        return True
+
+    def has_view_permission(self, request, obj=None):
+        return self._allowed(request, "view", obj) or self._allowed(request, "change", obj)
+
+    def has_add_permission(self, request, obj=None):
+        return self._allowed(request, "add", obj)
+
+    def has_change_permission(self, request, obj=None):
+        return self._allowed(request, "change", obj)
+
+    def has_delete_permission(self, request, obj=None):
+        return self._allowed(request, "delete", obj)
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        choices = scoped_choices(db_field.related_model, request.user)
+        if choices is not None:
+            kwargs["queryset"] = choices
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)

@@ -1,0 +1,91 @@
+from django import forms
+from django.contrib import admin
+
+from apps.accounts.roles import is_platform_admin
+from apps.clusters.models import CellType
+from apps.tenants.admin_mixins import TenantScopedAdmin, TenantScopedInline
+
+from . import services
+from .forms import CellsFormSet, VirtualClusterForm
+from .models import PinnedCell, VirtualCluster, VirtualClusterCell, VirtualClusterGrant
+
+
+class VirtualClusterCellInline(TenantScopedInline, admin.TabularInline):
+    model = VirtualClusterCell
+    formset = CellsFormSet
+    extra = 1
+    tenant_admin_can = ("view",)
+
+    def get_formset(self, request, obj=None, **kwargs):
+        formset = super().get_formset(request, obj, **kwargs)
+        # Only platform admins edit quotas; for others the inline is read-only and there is
+        # no new quota to check.
+        formset.validate_quota = is_platform_admin(request.user)
+        return formset
+
+    def formfield_for_foreignkey(self, db_field, request, **kwargs):
+        if db_field.name == "cell_type":
+            kwargs["queryset"] = CellType.objects.select_related("cluster").order_by("cluster__name", "name")
+        return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+
+class VirtualClusterGrantInline(TenantScopedInline, admin.TabularInline):
+    model = VirtualClusterGrant
+    extra = 0
+    fields = ("group", "created_at")
+    readonly_fields = ("created_at",)
+
+
+@admin.register(VirtualCluster)
+class VirtualClusterAdmin(TenantScopedAdmin):
+    """Quotas are the platform's to set; a tenant admin sees them and manages who may use them."""
+
+    form = VirtualClusterForm
+    tenant_admin_can = ("view", "change")
+    list_display = ("name", "tenant", "cluster", "quota", "cohort")
+    list_filter = ("cluster", "tenant", "cohort")
+    search_fields = ("name", "description")
+    inlines = [VirtualClusterCellInline, VirtualClusterGrantInline]
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).select_related("tenant", "cluster").prefetch_related("cells__cell_type")
+
+    @admin.display(description="guaranteed cells")
+    def quota(self, obj):
+        return ", ".join(str(cell) for cell in obj.cells.all())
+
+    @admin.display(description="pinned cells")
+    def pinned_display(self, obj):
+        return ", ".join(str(p.physical_cell) for p in obj.pinned_cells.select_related("physical_cell__cell_type"))
+
+    def get_readonly_fields(self, request, obj=None):
+        if is_platform_admin(request.user):
+            return ()
+        return [f.name for f in VirtualCluster._meta.fields if f.name != "id"] + ["pinned_display"]
+
+    def get_form(self, request, obj=None, change=False, **kwargs):
+        if not is_platform_admin(request.user):
+            kwargs["form"] = forms.ModelForm
+            kwargs["fields"] = []
+        return super().get_form(request, obj, change=change, **kwargs)
+
+    def save_related(self, request, form, formsets, change):
+        super().save_related(request, form, formsets, change)
+        vc = form.instance
+        if isinstance(form, VirtualClusterForm):
+            wanted = {c.pk for c in form.cleaned_data["pinned"]}
+            vc.pinned_cells.exclude(physical_cell__in=wanted).delete()
+            have = set(vc.pinned_cells.values_list("physical_cell_id", flat=True))
+            PinnedCell.objects.bulk_create(
+                [PinnedCell(virtual_cluster=vc, physical_cell_id=pk) for pk in sorted(wanted - have)]
+            )
+        if not change:
+            services.after_virtual_cluster_created(request.user, vc)
+
+
+@admin.register(VirtualClusterGrant)
+class VirtualClusterGrantAdmin(TenantScopedAdmin):
+    tenant_admin_can = ("view", "add", "delete")
+    list_display = ("virtual_cluster", "group", "created_at")
+    list_filter = ("virtual_cluster",)
+    search_fields = ("virtual_cluster__name", "group__name")

@@ -1,0 +1,124 @@
+"""Virtual cluster actions: create, change quotas, grant. Every one is atomic and audited."""
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+import scheduler
+from apps.accounts.models import Group
+from apps.audit.services import record
+from apps.clusters.services import cluster_spec
+
+from .models import PinnedCell, VirtualCluster, VirtualClusterCell, VirtualClusterGrant
+
+
+def vc_spec(vc, cells=None, pinned_ids=None):
+    """The engine's view of one VC; `cells` [(CellType, count)] and `pinned_ids` override stored rows."""
+    if cells is None:
+        cells = [(c.cell_type, c.count) for c in vc.cells.select_related("cell_type")] if vc.pk else []
+    if pinned_ids is None:
+        pinned_ids = (
+            [p.physical_cell.pinned_id or p.physical_cell.address for p in vc.pinned_cells.select_related("physical_cell")]
+            if vc.pk
+            else []
+        )
+    return scheduler.VirtualClusterSpec(
+        name=vc.name,
+        cells=tuple(sorted((ct.name, count) for ct, count in cells)),
+        pinned_cells=tuple(sorted(pinned_ids)),
+        cohort=vc.cohort or None,
+        borrowing_limit=vc.borrowing_limit,
+        lending_limit=vc.lending_limit,
+        weight=vc.weight,
+        max_leaf_cells_per_user=vc.max_leaf_cells_per_user,
+    )
+
+
+def validate_quotas(cluster, changed_vc=None, cells=None, pinned_ids=None):
+    """Refuse a set of VCs the cluster's physical cells cannot back (HiveD's safety invariant).
+
+    `changed_vc` (possibly unsaved) replaces its stored version with `cells`/`pinned_ids`.
+    Raises ValidationError whose message names the cell type, level and shortfall.
+    """
+    specs = []
+    for vc in VirtualCluster.objects.filter(cluster=cluster).order_by("name"):
+        if changed_vc is not None and vc.pk == changed_vc.pk:
+            continue
+        specs.append(vc_spec(vc))
+    if changed_vc is not None:
+        specs.append(vc_spec(changed_vc, cells, pinned_ids))
+    try:
+        scheduler.validate_configuration(cluster_spec(cluster), specs)
+    except scheduler.ConfigurationError as exc:
+        raise ValidationError(str(exc), code="quota") from exc
+
+
+def _pinned_id(physical_cell):
+    return physical_cell.pinned_id or physical_cell.address
+
+
+def _cells_summary(vc):
+    return sorted(f"{c.count} × {c.cell_type.name}" for c in vc.cells.select_related("cell_type"))
+
+
+@transaction.atomic
+def create_virtual_cluster(actor, *, tenant, cluster, name, cells, pinned_cells=(), **options):
+    """Create a VC with its cells. In basic auth mode its same-named group comes with it (OpenPAI's rule)."""
+    vc = VirtualCluster(tenant=tenant, cluster=cluster, name=name, **options)
+    vc.full_clean()
+    validate_quotas(cluster, vc, list(cells), [_pinned_id(p) for p in pinned_cells])
+    vc.save()
+    VirtualClusterCell.objects.bulk_create(
+        [VirtualClusterCell(virtual_cluster=vc, cell_type=ct, count=count) for ct, count in cells]
+    )
+    PinnedCell.objects.bulk_create([PinnedCell(virtual_cluster=vc, physical_cell=p) for p in pinned_cells])
+    record(actor, "virtualcluster.create", vc, changes={"cells": _cells_summary(vc), "cluster": cluster.name})
+    after_virtual_cluster_created(actor, vc)
+    return vc
+
+
+def after_virtual_cluster_created(actor, vc):
+    """Basic mode: a new VC brings its same-named group, granted the VC. OIDC mode: nothing."""
+    if settings.PAI_AUTH_MODE != "basic":
+        return None
+    group, created = Group.objects.get_or_create(
+        name=vc.name, defaults={"tenant": vc.tenant, "description": f"Users of virtual cluster {vc.name}."}
+    )
+    if created:
+        record(actor, "group.create", group, changes={"reason": f"basic mode: created with VC {vc.name}"})
+    if group.tenant_id == vc.tenant_id:
+        grant_virtual_cluster(actor, vc, group)
+    return group
+
+
+@transaction.atomic
+def set_quota(actor, vc, cells, pinned_cells=None):
+    """Replace a VC's cells (and pinned cells when given), refusing what the cluster cannot back."""
+    pinned_ids = None if pinned_cells is None else [_pinned_id(p) for p in pinned_cells]
+    validate_quotas(vc.cluster, vc, list(cells), pinned_ids)
+    before = _cells_summary(vc)
+    vc.cells.all().delete()
+    VirtualClusterCell.objects.bulk_create(
+        [VirtualClusterCell(virtual_cluster=vc, cell_type=ct, count=count) for ct, count in cells]
+    )
+    if pinned_cells is not None:
+        vc.pinned_cells.all().delete()
+        PinnedCell.objects.bulk_create([PinnedCell(virtual_cluster=vc, physical_cell=p) for p in pinned_cells])
+    record(actor, "virtualcluster.quota", vc, changes={"cells": [before, _cells_summary(vc)]})
+    return vc
+
+
+@transaction.atomic
+def grant_virtual_cluster(actor, vc, group):
+    grant, created = VirtualClusterGrant.objects.get_or_create(virtual_cluster=vc, group=group)
+    if created:
+        record(actor, "virtualcluster.grant", vc, changes={"group": group.name})
+    return grant
+
+
+@transaction.atomic
+def revoke_virtual_cluster(actor, vc, group):
+    deleted, _ = VirtualClusterGrant.objects.filter(virtual_cluster=vc, group=group).delete()
+    if deleted:
+        record(actor, "virtualcluster.revoke", vc, changes={"group": group.name})
+    return bool(deleted)
