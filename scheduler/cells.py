@@ -1,0 +1,494 @@
+"""The physical cell model: chains of cell types, the cell tree with its buddy free
+lists, devices on nodes, and the counts the placement search reads.
+
+Every count the hot path needs is kept up to date by the few operations here
+(``occupy``/``vacate`` devices, ``bind``/``unbind`` cells, node health), each touching
+only the path from a cell to its root, so no decision walks the whole tree. Every
+mutation pushes its inverse on ``Topology.undo`` so a tentative gang placement or a
+preemption trial can be rolled back exactly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .errors import ConfigurationError
+from .spec import ClusterSpec, PhysicalCellSpec, SkuSpec
+
+# Opportunistic pods prefer nodes in this order: already running opportunistic work
+# only, then idle nodes no VC has bound, then bound nodes without guaranteed pods,
+# then nodes with guaranteed pods.
+OPP_WITH_OPP, OPP_IDLE_POOL, OPP_IDLE_BOUND, OPP_WITH_GUARANTEED = range(4)
+
+
+class Binding:
+    """A VC's virtual cell bound to a physical cell. ``owner`` is the VC whose quota it
+    counts against, ``user`` the VC whose jobs run in it (they differ when borrowed)."""
+
+    __slots__ = ("cell", "owner", "user", "usage", "pinned")
+
+    def __init__(self, cell: "Cell", owner: str, user: str, pinned: bool = False) -> None:
+        self.cell = cell
+        self.owner = owner
+        self.user = user
+        self.usage = 0  # leaf cells used by the user's guaranteed pods
+        self.pinned = pinned
+
+    @property
+    def borrowed(self) -> bool:
+        return self.owner != self.user
+
+
+class Cell:
+    __slots__ = (
+        "id", "chain", "level", "cell_type", "address", "parent", "children", "ancestors",
+        "up", "node", "nodes", "first", "leaves", "pinned_id", "has_pinned", "free",
+        "free_children", "free_below", "idle", "binding",
+    )
+
+    def __init__(self, cid: int, chain: "Chain", level: int, address: str, parent: "Cell | None") -> None:
+        self.id = cid
+        self.chain = chain
+        self.level = level
+        self.cell_type = chain.types[level]
+        self.address = address
+        self.parent = parent
+        self.children: list[Cell] = []
+        self.ancestors: tuple[Cell, ...] = () if parent is None else (parent,) + parent.ancestors
+        self.up: tuple[Cell, ...] = (self,) + self.ancestors
+        self.node: Node | None = None  # for cells at or below the node level
+        self.nodes: list[Node] = []  # nodes in the subtree, in index order
+        self.first = 0  # first device index, for cells at or below the node level
+        self.leaves = chain.leaves[level]
+        self.pinned_id: str | None = None
+        self.has_pinned = False
+        self.free = False  # a maximal free cell of the buddy system
+        self.free_children = 0
+        self.free_below = [0] * (chain.top_level + 1)
+        self.idle = 0  # idle leaf cells on healthy nodes in the subtree
+        self.binding: Binding | None = None
+
+    def __repr__(self) -> str:
+        return f"Cell({self.address}, {self.cell_type})"
+
+
+class Node:
+    __slots__ = (
+        "name", "index", "chain", "cell", "size", "leaf_cells", "jobs", "opp", "healthy",
+        "free", "g_used", "o_used", "cover", "pinned", "bucket",
+    )
+
+    def __init__(self, name: str, index: int, chain: "Chain", cell: Cell) -> None:
+        self.name = name
+        self.index = index
+        self.chain = chain
+        self.cell = cell
+        self.size = cell.leaves
+        self.leaf_cells: list[Cell] = []
+        self.jobs: list[str | None] = [None] * self.size
+        self.opp: list[bool] = [False] * self.size
+        self.healthy = True
+        self.free = self.size
+        self.g_used = 0
+        self.o_used = 0
+        self.cover = 0  # bindings covering any part of the node
+        self.pinned = False
+        self.bucket: tuple[int, int] | None = None
+
+    def opp_category(self) -> int:
+        if self.g_used:
+            return OPP_WITH_GUARANTEED
+        if self.cover:
+            return OPP_IDLE_BOUND
+        return OPP_WITH_OPP if self.o_used else OPP_IDLE_POOL
+
+
+@dataclass
+class Chain:
+    """Cell types from one SKU's leaf up; one type per level, leaf = level 1."""
+
+    sku: SkuSpec
+    types: list[str]  # index = level; types[0] unused
+    child_count: list[int]
+    leaves: list[int]
+    node_level: int
+    roots: list[Cell] = field(default_factory=list)
+    nodes: list[Node] = field(default_factory=list)
+    free_count: list[int] = field(default_factory=list)
+    demand: list[int] = field(default_factory=list)  # unbound guaranteed cells, all VCs
+    buckets: list[list[set[int]]] = field(default_factory=list)  # [category][free] -> node indices
+
+    @property
+    def top_level(self) -> int:
+        return len(self.types) - 1
+
+    @property
+    def node_size(self) -> int:
+        return self.leaves[self.node_level]
+
+    def level_of(self, cell_type: str) -> int:
+        return self.types.index(cell_type)
+
+    def is_safe(self) -> bool:
+        """The safety invariant, top-down buddy style: the free cells of each level plus
+        what splitting the spare cells above yields cover the VCs' unbound cells."""
+        carry = 0
+        for level in range(self.top_level, 0, -1):
+            avail = carry + self.free_count[level]
+            if avail < self.demand[level]:
+                return False
+            carry = (avail - self.demand[level]) * self.child_count[level]
+        return True
+
+    def shortfall(self, supply: list[int]) -> list[int]:
+        """Per level, how many unbound guaranteed cells ``supply`` cannot back."""
+        short = [0] * (self.top_level + 1)
+        carry = 0
+        for level in range(self.top_level, 0, -1):
+            avail = carry + supply[level]
+            short[level] = max(0, self.demand[level] - avail)
+            carry = max(0, avail - self.demand[level]) * self.child_count[level]
+        return short
+
+
+def build_chains(spec: ClusterSpec) -> dict[str, Chain]:
+    """Resolve cell types into one chain per SKU, refusing inconsistent type graphs."""
+    skus = {}
+    for sku in spec.skus:
+        if sku.name in skus:
+            raise ConfigurationError(f"SKU {sku.name!r} is defined twice")
+        if sku.gpu < 0 or sku.cpu < 0 or sku.memory_mb < 0:
+            raise ConfigurationError(f"SKU {sku.name!r} has a negative resource")
+        skus[sku.name] = sku
+    types = {}
+    for ct in spec.cell_types:
+        if ct.name in types or ct.name in skus:
+            raise ConfigurationError(f"cell type {ct.name!r} is defined twice")
+        if ct.child_count < 1:
+            raise ConfigurationError(f"cell type {ct.name!r} needs child_count >= 1")
+        types[ct.name] = ct
+    parent_of: dict[str, str] = {}
+    for ct in sorted(types.values(), key=lambda t: t.name):
+        if ct.child not in types and ct.child not in skus:
+            raise ConfigurationError(f"cell type {ct.name!r} has unknown child type {ct.child!r}")
+        if ct.child in parent_of:
+            raise ConfigurationError(
+                f"cell types {parent_of[ct.child]!r} and {ct.name!r} both contain {ct.child!r}; "
+                "each chain must have one cell type per level"
+            )
+        parent_of[ct.child] = ct.name
+    chains: dict[str, Chain] = {}
+    for sku in spec.skus:
+        names = [sku.name]
+        while names[-1] in parent_of:
+            names.append(parent_of[names[-1]])
+            if len(names) > len(types) + 1:
+                raise ConfigurationError(f"cell types above {sku.name!r} form a cycle")
+        node_levels = [lvl for lvl, name in enumerate(names, start=1) if name in types and types[name].is_node]
+        if len(node_levels) != 1:
+            raise ConfigurationError(
+                f"chain {sku.name} needs exactly one node-level cell type, found {len(node_levels)}",
+                chain=sku.name,
+            )
+        child_count = [0, 1] + [types[n].child_count for n in names[1:]]
+        leaves = [0, 1]
+        for lvl in range(2, len(names) + 1):
+            leaves.append(leaves[-1] * child_count[lvl])
+        chain = Chain(
+            sku=sku,
+            types=[""] + names,
+            child_count=child_count,
+            leaves=leaves,
+            node_level=node_levels[0],
+        )
+        chain.free_count = [0] * (chain.top_level + 1)
+        chain.demand = [0] * (chain.top_level + 1)
+        chain.buckets = [[set() for _ in range(chain.node_size + 1)] for _ in range(4)]
+        chains[sku.name] = chain
+    for name in sorted(types):
+        if not any(name in c.types for c in chains.values()):
+            raise ConfigurationError(f"cell type {name!r} does not lead down to any SKU")
+    return chains
+
+
+class Topology:
+    """All physical cells of the cluster and the operations that change their state."""
+
+    def __init__(self, spec: ClusterSpec) -> None:
+        self.chains = build_chains(spec)
+        self.chain_of_type: dict[str, Chain] = {}
+        for chain in self.chains.values():
+            for name in chain.types[1:]:
+                self.chain_of_type[name] = chain
+        self.cells: list[Cell] = []
+        self.by_address: dict[str, Cell] = {}
+        self.nodes: dict[str, Node] = {}
+        self.pinned: dict[str, Cell] = {}
+        self.undo: list[Callable[[], None]] = []
+        for pspec in spec.physical_cells:
+            chain = self.chain_of_type.get(pspec.cell_type)
+            if chain is None:
+                raise ConfigurationError(f"physical cell {pspec.address!r} has unknown cell type {pspec.cell_type!r}")
+            level = chain.level_of(pspec.cell_type)
+            if level < chain.node_level:
+                raise ConfigurationError(f"physical cell {pspec.address!r} is below the node level")
+            chain.roots.append(self._build(pspec, chain, level, None))
+
+    # --- construction ---------------------------------------------------------
+
+    def _register(self, cell: Cell) -> None:
+        if cell.address in self.by_address:
+            raise ConfigurationError(f"cell address {cell.address!r} is used twice")
+        self.by_address[cell.address] = cell
+        self.cells.append(cell)
+
+    def _build(self, pspec: PhysicalCellSpec, chain: Chain, level: int, parent: Cell | None) -> Cell:
+        if pspec.cell_type != chain.types[level]:
+            raise ConfigurationError(
+                f"physical cell {pspec.address!r} is a {pspec.cell_type!r} but sits where a "
+                f"{chain.types[level]!r} belongs"
+            )
+        cell = Cell(len(self.cells), chain, level, pspec.address, parent)
+        self._register(cell)
+        if pspec.pinned_id is not None:
+            if pspec.pinned_id in self.pinned:
+                raise ConfigurationError(f"pinned cell id {pspec.pinned_id!r} is used twice")
+            cell.pinned_id = pspec.pinned_id
+            self.pinned[pspec.pinned_id] = cell
+        if level == chain.node_level:
+            if pspec.children:
+                raise ConfigurationError(f"node {pspec.address!r} must not list children: its devices are implied")
+            node = Node(pspec.address, len(chain.nodes), chain, cell)
+            if pspec.address in self.nodes:
+                raise ConfigurationError(f"node {pspec.address!r} is defined twice")
+            self.nodes[pspec.address] = node
+            chain.nodes.append(node)
+            self._build_inside_node(cell, node)
+            cell.nodes = [node]
+        else:
+            if len(pspec.children) != chain.child_count[level]:
+                raise ConfigurationError(
+                    f"physical cell {pspec.address!r} ({pspec.cell_type}) needs "
+                    f"{chain.child_count[level]} children, has {len(pspec.children)}"
+                )
+            for child_spec in pspec.children:
+                child = self._build(child_spec, chain, level - 1, cell)
+                cell.children.append(child)
+                cell.nodes.extend(child.nodes)
+        cell.idle = cell.leaves
+        cell.has_pinned = cell.pinned_id is not None or any(c.has_pinned for c in cell.children)
+        return cell
+
+    def _build_inside_node(self, cell: Cell, node: Node) -> None:
+        cell.node = node
+        if cell.level == 1:
+            node.leaf_cells.append(cell)
+            return
+        child_level = cell.level - 1
+        size = cell.chain.leaves[child_level]
+        for i in range(cell.chain.child_count[cell.level]):
+            first = cell.first + i * size
+            address = f"{node.name}/{first}" if child_level == 1 else f"{node.name}/{first}-{first + size - 1}"
+            child = Cell(len(self.cells), cell.chain, child_level, address, cell)
+            child.first = first
+            child.idle = size
+            self._register(child)
+            cell.children.append(child)
+            self._build_inside_node(child, node)
+
+    def init_free(self, pinned_owner: dict[str, str]) -> None:
+        """Start with every cell free except pinned cells owned by a VC."""
+        for chain in self.chains.values():
+            for root in chain.roots:
+                self._init_free(root, pinned_owner)
+            for node in chain.nodes:
+                self.rebucket(node)
+
+    def _init_free(self, cell: Cell, pinned_owner: dict[str, str]) -> None:
+        owner = pinned_owner.get(cell.pinned_id) if cell.pinned_id else None
+        if owner is not None:
+            cell.binding = Binding(cell, owner, owner, pinned=True)
+            for node in cell.nodes:
+                node.pinned = True
+        elif any(c.pinned_id in pinned_owner for c in self._descendants_above_node(cell)):
+            for child in cell.children:
+                self._init_free(child, pinned_owner)
+        else:
+            self._set_free(cell, True)
+
+    @staticmethod
+    def _descendants_above_node(cell: Cell) -> list[Cell]:
+        out = []
+        stack = list(cell.children) if cell.level > cell.chain.node_level else []
+        while stack:
+            c = stack.pop()
+            out.append(c)
+            if c.level > c.chain.node_level:
+                stack.extend(c.children)
+        return out
+
+    # --- transactions -----------------------------------------------------------
+
+    def mark(self) -> int:
+        return len(self.undo)
+
+    def rollback(self, mark: int) -> None:
+        undo = self.undo
+        while len(undo) > mark:
+            undo.pop()()
+
+    def commit(self) -> None:
+        self.undo.clear()
+
+    # --- buddy free lists -----------------------------------------------------
+
+    def _set_free(self, cell: Cell, flag: bool) -> None:
+        cell.free = flag
+        d = 1 if flag else -1
+        level = cell.level
+        cell.chain.free_count[level] += d
+        for c in cell.up:
+            c.free_below[level] += d
+        if cell.parent is not None:
+            cell.parent.free_children += d
+
+    def bind(self, cell: Cell, binding: Binding) -> None:
+        """Bind a free cell (or a cell inside a free one, splitting it buddy-style)."""
+        top = cell
+        path = []
+        while not top.free:
+            path.append(top)
+            top = top.parent
+            assert top is not None, "bind() needs a free cell or a cell inside one"
+        self._set_free(top, False)
+        parent = top
+        for child_on_path in reversed(path):
+            for sibling in parent.children:
+                if sibling is not child_on_path:
+                    self._set_free(sibling, True)
+            parent = child_on_path
+        cell.binding = binding
+        self._cover(cell, 1)
+        self.undo.append(lambda: self._undo_bind(cell))
+
+    def _undo_bind(self, cell: Cell) -> None:
+        cell.binding = None
+        self._cover(cell, -1)
+        self._release_to_pool(cell)
+
+    def unbind(self, cell: Cell) -> None:
+        binding = cell.binding
+        assert binding is not None
+        cell.binding = None
+        self._cover(cell, -1)
+        self._release_to_pool(cell)
+        self.undo.append(lambda: self.bind(cell, binding) or self.undo.pop())
+
+    def _release_to_pool(self, cell: Cell) -> None:
+        self._set_free(cell, True)
+        while cell.parent is not None and cell.parent.free_children == len(cell.parent.children):
+            for sibling in cell.parent.children:
+                self._set_free(sibling, False)
+            cell = cell.parent
+            self._set_free(cell, True)
+
+    def _cover(self, cell: Cell, d: int) -> None:
+        if cell.node is not None:
+            cell.node.cover += d
+            self.rebucket(cell.node)
+        else:
+            for node in cell.nodes:
+                node.cover += d
+                self.rebucket(node)
+
+    # --- devices --------------------------------------------------------------
+
+    def occupy(self, node: Node, devices: tuple[int, ...], job_id: str, opportunistic: bool) -> None:
+        for d in devices:
+            node.jobs[d] = job_id
+            node.opp[d] = opportunistic
+            if node.healthy:
+                for c in node.leaf_cells[d].up:
+                    c.idle -= 1
+        n = len(devices)
+        node.free -= n
+        if opportunistic:
+            node.o_used += n
+        else:
+            node.g_used += n
+        self.rebucket(node)
+        self.undo.append(lambda: self._vacate(node, devices, opportunistic))
+
+    def vacate(self, node: Node, devices: tuple[int, ...]) -> None:
+        job_id = node.jobs[devices[0]]
+        opportunistic = node.opp[devices[0]]
+        self._vacate(node, devices, opportunistic)
+        self.undo.append(lambda: self.occupy(node, devices, job_id, opportunistic) or self.undo.pop())
+
+    def _vacate(self, node: Node, devices: tuple[int, ...], opportunistic: bool) -> None:
+        for d in devices:
+            node.jobs[d] = None
+            node.opp[d] = False
+            if node.healthy:
+                for c in node.leaf_cells[d].up:
+                    c.idle += 1
+        n = len(devices)
+        node.free += n
+        if opportunistic:
+            node.o_used -= n
+        else:
+            node.g_used -= n
+        self.rebucket(node)
+
+    def set_opportunistic(self, node: Node, devices: tuple[int, ...], opportunistic: bool) -> None:
+        """Switch devices between guaranteed and opportunistic use (lazy preemption)."""
+        previous = node.opp[devices[0]]
+        if previous == opportunistic:
+            return
+        for d in devices:
+            node.opp[d] = opportunistic
+        n = len(devices) if opportunistic else -len(devices)
+        node.o_used += n
+        node.g_used -= n
+        self.rebucket(node)
+        self.undo.append(lambda: self.set_opportunistic(node, devices, previous) or self.undo.pop())
+
+    def set_health(self, node: Node, healthy: bool) -> None:
+        if node.healthy == healthy:
+            return
+        d = 1 if healthy else -1
+        for i, job in enumerate(node.jobs):
+            if job is None:
+                for c in node.leaf_cells[i].up:
+                    c.idle += d
+        node.healthy = healthy
+        self.rebucket(node)
+
+    def rebucket(self, node: Node) -> None:
+        """Keep the node in the opportunistic search bucket matching its state."""
+        key = None
+        if node.healthy and not node.pinned and node.free:
+            key = (node.opp_category(), node.free)
+        if key == node.bucket:
+            return
+        buckets = node.chain.buckets
+        if node.bucket is not None:
+            buckets[node.bucket[0]][node.bucket[1]].discard(node.index)
+        if key is not None:
+            buckets[key[0]][key[1]].add(node.index)
+        node.bucket = key
+
+    # --- queries ----------------------------------------------------------------
+
+    def smallest_cell_holding(self, node: Node, devices: tuple[int, ...]) -> Cell:
+        cells = [node.leaf_cells[d] for d in devices]
+        cell = cells[0]
+        for other in cells[1:]:
+            while not (cell.first <= other.first < cell.first + cell.leaves):
+                cell = cell.parent
+        return cell
+
+    @staticmethod
+    def chain_addresses(cell: Cell) -> tuple[str, ...]:
+        return tuple(c.address for c in reversed(cell.up))

@@ -1,0 +1,138 @@
+"""Output shapes: placements, preemptions, wait reasons, status and restore reports."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class PodPlacement:
+    """Where one pod runs.
+
+    ``cell_chain`` is the addresses from the top-level physical cell down to the smallest
+    cell holding all the pod's devices (the node or a cell inside it). ``vc_cell`` is the
+    address of the physical cell bound to the VC's virtual cell that holds the pod, and
+    ``lent_by`` the VC whose quota that cell counts against when it is borrowed; both are
+    ``None`` for opportunistic pods. Persist all of it: :meth:`Engine.restore` rebuilds the
+    exact bindings from it.
+    """
+
+    task_role: str
+    index: int
+    node: str
+    devices: tuple[int, ...]
+    cell_chain: tuple[str, ...]
+    vc_cell: str | None = None
+    lent_by: str | None = None
+
+
+@dataclass(frozen=True)
+class Allocation:
+    job_id: str
+    vc: str
+    user: str
+    priority: int
+    opportunistic: bool
+    lazy_preempted: bool
+    started_at: float
+    pods: tuple[PodPlacement, ...]
+    lazy_preemption: bool = False
+    max_runtime: float | None = None
+    min_runtime: float = 0.0
+
+
+@dataclass(frozen=True)
+class Preemption:
+    """``lazy``: the victim keeps running, demoted to opportunistic; otherwise it is
+    killed (the engine has already released its cells)."""
+
+    job_id: str
+    lazy: bool
+    by_job: str
+
+
+@dataclass(frozen=True)
+class WaitInfo:
+    """Why a job did not start this cycle; ``position`` is its 1-based place among the
+    waiting jobs of its VC, in the order the engine considers them."""
+
+    job_id: str
+    reason: str
+    position: int
+
+
+@dataclass(frozen=True)
+class Rejection:
+    """A queued gang that can never run (see :class:`InvalidRequestError`)."""
+
+    job_id: str
+    field: str
+    message: str
+
+
+@dataclass(frozen=True)
+class CycleResult:
+    placements: tuple[Allocation, ...]
+    preemptions: tuple[Preemption, ...]
+    waiting: tuple[WaitInfo, ...]
+    rejected: tuple[Rejection, ...] = ()
+    expired: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class CellTypeStatus:
+    """A VC's cells of one type. ``used`` and ``lent`` count its own virtual cells bound
+    to physical cells (by its jobs, by borrowers); ``bad`` counts unused guaranteed cells
+    that healthy cells cannot back right now; ``free = guaranteed - used - lent - bad``;
+    ``borrowed`` counts other VCs' cells its jobs use."""
+
+    cell_type: str
+    level: int
+    guaranteed: int
+    used: int
+    free: int
+    bad: int
+    borrowed: int
+    lent: int
+
+
+@dataclass(frozen=True)
+class VcStatus:
+    vc: str
+    cells: tuple[CellTypeStatus, ...]
+    used_leaf_cells: tuple[tuple[str, int], ...]
+    opportunistic_leaf_cells: tuple[tuple[str, int], ...]
+    pinned_cells: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class DeviceUse:
+    index: int
+    job_id: str
+    opportunistic: bool
+
+
+@dataclass(frozen=True)
+class NodeStatus:
+    node: str
+    sku: str
+    healthy: bool
+    devices: int
+    used: tuple[DeviceUse, ...]
+
+
+@dataclass(frozen=True)
+class RestoreIssue:
+    job_id: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class RestoreReport:
+    """``demoted``: guaranteed placements that no longer fit the configuration and now
+    run as opportunistic; ``dropped``: placements on nodes or devices that no longer
+    exist (or collide), which the caller must stop."""
+
+    restored: int
+    demoted: tuple[RestoreIssue, ...]
+    dropped: tuple[RestoreIssue, ...]

@@ -1,0 +1,189 @@
+"""Running jobs and the accounting that follows them: device use, VC bindings, VC and
+user usage counters. Every change is undoable through the topology's undo log."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .cells import Binding, Cell, Node, Topology
+from .decisions import Allocation, PodPlacement
+from .quota import VcState
+
+
+@dataclass
+class RunningPod:
+    task_role: str
+    index: int
+    node: Node
+    devices: tuple[int, ...]
+    binding: Binding | None
+
+
+@dataclass
+class RunningJob:
+    job_id: str
+    vc: str
+    user: str
+    priority: int
+    opportunistic: bool
+    started_at: float
+    lazy_preemption: bool = False
+    max_runtime: float | None = None
+    min_runtime: float = 0.0
+    lazy_preempted: bool = False
+    pods: list[RunningPod] = field(default_factory=list)
+
+    def leaves(self) -> int:
+        return sum(len(p.devices) for p in self.pods)
+
+    def ends_at(self) -> float | None:
+        return None if self.max_runtime is None else self.started_at + self.max_runtime
+
+    def allocation(self, topology: Topology) -> Allocation:
+        pods = []
+        for pod in sorted(self.pods, key=lambda p: (p.task_role, p.index)):
+            b = pod.binding
+            pods.append(
+                PodPlacement(
+                    task_role=pod.task_role,
+                    index=pod.index,
+                    node=pod.node.name,
+                    devices=pod.devices,
+                    cell_chain=topology.chain_addresses(topology.smallest_cell_holding(pod.node, pod.devices)),
+                    vc_cell=None if b is None else b.cell.address,
+                    lent_by=b.owner if b is not None and b.borrowed else None,
+                )
+            )
+        return Allocation(
+            job_id=self.job_id,
+            vc=self.vc,
+            user=self.user,
+            priority=self.priority,
+            opportunistic=self.opportunistic,
+            lazy_preempted=self.lazy_preempted,
+            started_at=self.started_at,
+            pods=tuple(pods),
+            lazy_preemption=self.lazy_preemption,
+            max_runtime=self.max_runtime,
+            min_runtime=self.min_runtime,
+        )
+
+
+class Ledger:
+    def __init__(self, topology: Topology, vcs: dict[str, VcState]) -> None:
+        self.topology = topology
+        self.vcs = vcs
+        self.jobs: dict[str, RunningJob] = {}
+        # Indexes for choosing preemption victims without scanning every job.
+        self.opportunistic: dict[str, RunningJob] = {}
+        self.guaranteed_by_vc: dict[str, dict[str, RunningJob]] = {name: {} for name in vcs}
+        # Bumped whenever capacity may have grown (a release, an unbind, a node turning
+        # healthy): a gang that failed since the last bump cannot fit now either.
+        self.generation = 0
+
+    @property
+    def undo(self) -> list:
+        return self.topology.undo
+
+    # --- bindings -------------------------------------------------------------
+
+    def new_binding(self, cell: Cell, owner: str, user: str) -> Binding:
+        binding = Binding(cell, owner, user)
+        self.topology.bind(cell, binding)
+        self._attach(binding, 1)
+        self.undo.append(lambda: self._attach(binding, -1))
+        return binding
+
+    def drop_binding(self, binding: Binding) -> None:
+        self.topology.unbind(binding.cell)
+        self._attach(binding, -1)
+        self.undo.append(lambda: self._attach(binding, 1))
+        self.generation += 1
+
+    def _attach(self, binding: Binding, sign: int) -> None:
+        cell = binding.cell
+        sku = cell.chain.sku.name
+        owner = self.vcs[binding.owner]
+        user = self.vcs[binding.user]
+        key = (sku, cell.level)
+        owner.bound[key] = owner.bound.get(key, 0) + sign
+        cell.chain.demand[cell.level] -= sign
+        by_cell = user.bindings.setdefault(sku, {})
+        if sign > 0:
+            by_cell[cell.id] = binding
+        else:
+            del by_cell[cell.id]
+        if binding.borrowed:
+            user.borrowed_leaves[sku] = user.borrowed_leaves.get(sku, 0) + sign * cell.leaves
+            owner.lent_leaves[sku] = owner.lent_leaves.get(sku, 0) + sign * cell.leaves
+
+    # --- pods and jobs ----------------------------------------------------------
+
+    def _count(self, job: RunningJob, pod: RunningPod, sign: int) -> None:
+        b = pod.binding
+        if b is None:
+            return
+        n = sign * len(pod.devices)
+        b.usage += n
+        vc = self.vcs[b.user]
+        sku = pod.node.chain.sku.name
+        vc.used_leaves[sku] = vc.used_leaves.get(sku, 0) + n
+        vc.user_leaves[job.user] = vc.user_leaves.get(job.user, 0) + n
+        if not b.borrowed and not b.pinned:
+            by_priority = vc.own_used_by_priority.setdefault(sku, {})
+            by_priority[job.priority] = by_priority.get(job.priority, 0) + n
+
+    def add_pod(self, job: RunningJob, pod: RunningPod) -> None:
+        self.topology.occupy(pod.node, pod.devices, job.job_id, job.opportunistic)
+        job.pods.append(pod)
+        self._count(job, pod, 1)
+        self.undo.append(lambda: (self._count(job, pod, -1), job.pods.pop()))
+
+    def _index(self, job: RunningJob, present: bool) -> None:
+        if job.opportunistic:
+            index = self.opportunistic
+        else:
+            index = self.guaranteed_by_vc.setdefault(job.vc, {})
+        for mapping in (self.jobs, index):
+            if present:
+                mapping[job.job_id] = job
+            else:
+                del mapping[job.job_id]
+
+    def register(self, job: RunningJob) -> None:
+        self._index(job, True)
+        self.undo.append(lambda: self._index(job, False))
+
+    def remove(self, job: RunningJob) -> None:
+        """Release a job's devices and the bindings it alone kept bound."""
+        self._index(job, False)
+        self.undo.append(lambda: self._index(job, True))
+        for pod in job.pods:
+            self.topology.vacate(pod.node, pod.devices)
+            self._count(job, pod, -1)
+            self.undo.append(lambda pod=pod: self._count(job, pod, 1))
+            self._drop_if_unused(pod.binding)
+        self.generation += 1
+
+    def _drop_if_unused(self, binding: Binding | None) -> None:
+        if binding is not None and binding.usage == 0 and not binding.pinned:
+            self.drop_binding(binding)
+
+    def demote(self, job: RunningJob) -> None:
+        """Lazy preemption: the job keeps its devices but leaves its VC's accounting."""
+        self._index(job, False)
+        self.undo.append(lambda: self._index(job, True))
+        for pod in job.pods:
+            self._count(job, pod, -1)
+            self.undo.append(lambda pod=pod: self._count(job, pod, 1))
+            binding = pod.binding
+            pod.binding = None
+            self.undo.append(lambda pod=pod, binding=binding: setattr(pod, "binding", binding))
+            self._drop_if_unused(binding)
+            self.topology.set_opportunistic(pod.node, pod.devices, True)
+        job.opportunistic = True
+        job.lazy_preempted = True
+        self.undo.append(lambda: (setattr(job, "opportunistic", False), setattr(job, "lazy_preempted", False)))
+        self._index(job, True)
+        self.undo.append(lambda: self._index(job, False))
+        self.generation += 1

@@ -1,0 +1,319 @@
+"""Topology-aware gang placement.
+
+A guaranteed pod runs inside one of its VC's virtual cells: first in a cell already
+bound to the VC, else in a newly bound one (buddy allocation: a free cell of the
+smallest quota level that fits, else a split of the smallest free ancestor), never
+breaking the safety invariant. An opportunistic pod runs on idle devices anywhere
+outside pinned cells. Pods are placed largest first; later pods prefer the nodes the
+gang already uses, then nodes with the lowest common ancestor, then the tightest fit
+(partly used nodes first, so whole nodes stay whole). Inside a node the devices come
+from the smallest cell that holds them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+from .cells import Binding, Cell, Chain, Node, Topology
+from .ledger import Ledger, RunningJob, RunningPod
+from .quota import VcState
+
+Blocked = Mapping[int, frozenset[int]]  # node cell id -> device indices reserved for another gang
+NO_BLOCK: Blocked = {}
+
+
+@dataclass(frozen=True)
+class PodNeed:
+    task_role: str
+    index: int
+    sku: str
+    leaf_cells: int
+    pinned_cell: str | None = None
+
+
+@dataclass(frozen=True)
+class Shortage:
+    """Why a gang did not fit: the chain and the first pod that found no place."""
+
+    sku: str
+    leaf_cells: int
+    pinned_cell: str | None = None
+
+
+def _unblocked_idle(node: Node, cell: Cell, blocked: Blocked) -> int:
+    if not node.healthy:
+        return 0
+    reserved = blocked.get(node.cell.id)
+    if not reserved:
+        return cell.idle
+    end = cell.first + cell.leaves if cell.level <= node.chain.node_level else node.size
+    start = cell.first if cell.level <= node.chain.node_level else 0
+    return cell.idle - sum(1 for d in reserved if start <= d < end and node.jobs[d] is None)
+
+
+def _lca_level(anchor: Cell | None, node: Node) -> int:
+    if anchor is None:
+        return 0
+    ups = node.cell.up
+    for a in anchor.up:
+        if a in ups:
+            return a.level
+    return anchor.chain.top_level + 1
+
+
+class Placer:
+    def __init__(self, topology: Topology, ledger: Ledger) -> None:
+        self.topology = topology
+        self.ledger = ledger
+
+    # --- devices inside a node --------------------------------------------------
+
+    def pick_devices(self, node: Node, within: Cell, k: int, blocked: Blocked) -> tuple[int, ...]:
+        cell = within if within.level <= node.chain.node_level else node.cell
+        while cell.level > 1:
+            fitting = [c for c in cell.children if _unblocked_idle(node, c, blocked) >= k]
+            if not fitting:
+                break
+            cell = min(fitting, key=lambda c: (_unblocked_idle(node, c, blocked), c.first))
+        reserved = blocked.get(node.cell.id, frozenset())
+        jobs = node.jobs
+        picked = [d for d in range(cell.first, cell.first + cell.leaves) if jobs[d] is None and d not in reserved]
+        return tuple(picked[:k])
+
+    # --- guaranteed pods ----------------------------------------------------------
+
+    def _best_in_bindings(
+        self, vc: VcState, chain: Chain, need: PodNeed, want: int, gang: list[Node], anchor: Cell | None,
+        blocked: Blocked,
+    ) -> tuple[Node, Binding] | None:
+        k = need.leaf_cells
+        if need.pinned_cell is not None:
+            candidates = [vc.pinned[need.pinned_cell]]
+        else:
+            candidates = vc.bindings.get(chain.sku.name, {}).values()
+        best = None
+        best_key = None
+        node_level = chain.node_level
+        for b in candidates:
+            if b.pinned and need.pinned_cell is None:
+                continue
+            cell = b.cell
+            nodes = (cell.node,) if cell.level <= node_level else cell.nodes
+            if cell.idle < k:
+                continue
+            for node in nodes:
+                if not node.healthy:
+                    continue
+                free = _unblocked_idle(node, cell if cell.level <= node_level else node.cell, blocked)
+                if free < k:
+                    continue
+                key = (
+                    node not in gang,
+                    _lca_level(anchor, node),
+                    free < want,
+                    b.borrowed,
+                    free - k,
+                    node.index,
+                    cell.id,
+                )
+                if best_key is None or key < best_key:
+                    best, best_key = (node, b), key
+        return best
+
+    def _usable(self, cell: Cell, k: int, blocked: Blocked) -> bool:
+        if cell.idle < k:
+            return False
+        if cell.node is not None:
+            return not blocked or _unblocked_idle(cell.node, cell, blocked) >= k
+        return any(n.healthy and _unblocked_idle(n, n.cell, blocked) >= k for n in cell.nodes)
+
+    def _search_free(
+        self, chain: Chain, level: int, k: int, anchor: Cell | None, blocked: Blocked, clean: bool
+    ) -> Cell | None:
+        floor = max(k, chain.leaves[level]) if clean else k
+
+        def dfs(cell: Cell, skip: Cell | None) -> Cell | None:
+            if cell.free_below[level] == 0 or cell.idle < floor:
+                return None
+            if cell.level == level:
+                if cell.free and (not clean or cell.idle == cell.leaves) and self._usable(cell, k, blocked):
+                    return cell
+                return None
+            for child in cell.children:
+                if child is not skip:
+                    found = dfs(child, None)
+                    if found is not None:
+                        return found
+            return None
+
+        previous = None
+        if anchor is not None:
+            for a in anchor.up:
+                found = dfs(a, previous)
+                if found is not None:
+                    return found
+                previous = a
+        for root in chain.roots:
+            if previous is not None and root is previous:
+                continue
+            found = dfs(root, None)
+            if found is not None:
+                return found
+        return None
+
+    def _descend(self, cell: Cell, level: int, k: int, blocked: Blocked) -> Cell | None:
+        while cell.level > level:
+            fitting = [c for c in cell.children if self._usable(c, k, blocked)]
+            if not fitting:
+                return None
+            cell = min(fitting, key=lambda c: (c.idle != c.leaves, c.id))
+        return cell
+
+    def find_free_cell(self, chain: Chain, level: int, k: int, anchor: Cell | None, blocked: Blocked) -> Cell | None:
+        """A free cell of ``level`` with ``k`` usable devices on one node, or one carved
+        out of the smallest free ancestor; cells without any running pod first."""
+        for clean in (True, False):
+            for m in range(level, chain.top_level + 1):
+                if chain.free_count[m] == 0:
+                    continue
+                found = self._search_free(chain, m, k, anchor, blocked, clean)
+                if found is not None:
+                    return self._descend(found, level, k, blocked) if m > level else found
+        return None
+
+    def _bind_new(
+        self, vc: VcState, chain: Chain, k: int, anchor: Cell | None, lenders: list[VcState] | None,
+        blocked: Blocked,
+    ) -> Binding | None:
+        """Bind a new virtual cell of ``vc`` (or, with ``lenders``, of a lender) for ``k``
+        devices, keeping the safety invariant."""
+        sku = chain.sku.name
+        options: list[tuple[int, int, str, VcState]] = []
+        if lenders is None:
+            for level in vc.quota_levels(sku):
+                if chain.leaves[level] >= k and vc.unbound(sku, level) > 0:
+                    options.append((level, 0, vc.name, vc))
+        else:
+            limit = vc.spec.borrowing_limit
+            for lender in lenders:
+                for level in lender.quota_levels(sku):
+                    size = chain.leaves[level]
+                    if size < k or lender.unbound(sku, level) <= 0:
+                        continue
+                    if limit is not None and vc.total_borrowed() + size > limit:
+                        continue
+                    lend = lender.spec.lending_limit
+                    if lend is not None and lender.total_lent() + size > lend:
+                        continue
+                    options.append((level, -lender.unbound(sku, level), lender.name, lender))
+        options.sort(key=lambda o: o[:3])
+        tried_levels: set[int] = set()
+        for level, _, _, owner in options:
+            # Any owner of the same level needs the same kind of free cell and leaves the
+            # same free counts behind, so one attempt per level decides for all.
+            if level in tried_levels:
+                continue
+            tried_levels.add(level)
+            cell = self.find_free_cell(chain, level, k, anchor, blocked)
+            if cell is None:
+                continue
+            mark = self.topology.mark()
+            binding = self.ledger.new_binding(cell, owner.name, vc.name)
+            if chain.is_safe():
+                return binding
+            self.topology.rollback(mark)
+        return None
+
+    def place_guaranteed(
+        self, job: RunningJob, vc: VcState, needs: list[PodNeed], lenders: list[VcState] | None,
+        blocked: Blocked,
+    ) -> Shortage | None:
+        """Place every pod or return the shortage (the caller rolls back on failure)."""
+        for sku, pods in _by_chain(needs):
+            chain = self.topology.chains[sku]
+            gang: list[Node] = []
+            anchor: Cell | None = None
+            remaining = sum(p.leaf_cells for p in pods)
+            for need in pods:
+                k = need.leaf_cells
+                want = remaining if not gang and remaining <= chain.node_size else k
+                spot = self._best_in_bindings(vc, chain, need, want, gang, anchor, blocked)
+                if spot is None and need.pinned_cell is None:
+                    binding = self._bind_new(vc, chain, k, anchor, None, blocked)
+                    if binding is None and lenders:
+                        binding = self._bind_new(vc, chain, k, anchor, lenders, blocked)
+                    if binding is not None:
+                        spot = self._best_in_bindings_of(binding, chain, k, gang, anchor, blocked)
+                if spot is None:
+                    return Shortage(sku, k, need.pinned_cell)
+                node, binding = spot
+                devices = self.pick_devices(node, binding.cell, k, blocked)
+                self.ledger.add_pod(job, RunningPod(need.task_role, need.index, node, devices, binding))
+                if node not in gang:
+                    gang.append(node)
+                if anchor is None:
+                    anchor = node.cell
+                remaining -= k
+        return None
+
+    def _best_in_bindings_of(
+        self, binding: Binding, chain: Chain, k: int, gang: list[Node], anchor: Cell | None, blocked: Blocked
+    ) -> tuple[Node, Binding] | None:
+        cell = binding.cell
+        if cell.level <= chain.node_level:
+            return cell.node, binding
+        fitting = [n for n in cell.nodes if n.healthy and _unblocked_idle(n, n.cell, blocked) >= k]
+        if not fitting:
+            return None
+        node = min(fitting, key=lambda n: (n not in gang, _lca_level(anchor, n), n.free - k, n.index))
+        return node, binding
+
+    # --- opportunistic pods ---------------------------------------------------------
+
+    def place_opportunistic(self, job: RunningJob, needs: list[PodNeed], blocked: Blocked) -> Shortage | None:
+        for sku, pods in _by_chain(needs):
+            chain = self.topology.chains[sku]
+            gang: list[Node] = []
+            for need in pods:
+                node = self._opportunistic_node(chain, need.leaf_cells, gang, blocked)
+                if node is None:
+                    return Shortage(sku, need.leaf_cells)
+                devices = self.pick_devices(node, node.cell, need.leaf_cells, blocked)
+                self.ledger.add_pod(job, RunningPod(need.task_role, need.index, node, devices, None))
+                if node not in gang:
+                    gang.append(node)
+        return None
+
+    def _opportunistic_node(self, chain: Chain, k: int, gang: list[Node], blocked: Blocked) -> Node | None:
+        fits = [n for n in gang if n.healthy and _unblocked_idle(n, n.cell, blocked) >= k]
+        if fits:
+            return min(fits, key=lambda n: (n.free, n.index))
+        for by_free in chain.buckets:
+            for free in range(k, chain.node_size + 1):
+                bucket = by_free[free]
+                if not bucket:
+                    continue
+                if not blocked:
+                    return chain.nodes[min(bucket)]
+                for index in sorted(bucket):
+                    node = chain.nodes[index]
+                    if _unblocked_idle(node, node.cell, blocked) >= k:
+                        return node
+        return None
+
+    def largest_idle_block(self, chain: Chain) -> int:
+        for free in range(chain.node_size, 0, -1):
+            if any(by_free[free] for by_free in chain.buckets):
+                return free
+        return 0
+
+
+def _by_chain(needs: list[PodNeed]) -> list[tuple[str, list[PodNeed]]]:
+    groups: dict[str, list[PodNeed]] = {}
+    for need in needs:
+        groups.setdefault(need.sku, []).append(need)
+    return [
+        (sku, sorted(groups[sku], key=lambda p: (-p.leaf_cells, p.task_role, p.index)))
+        for sku in sorted(groups)
+    ]

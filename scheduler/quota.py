@@ -1,0 +1,132 @@
+"""Virtual clusters as cell quotas, and the configuration check of the safety invariant."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Sequence
+
+from .cells import Binding, Chain, Topology
+from .errors import ConfigurationError
+from .spec import ClusterSpec, VirtualClusterSpec
+
+
+@dataclass
+class VcState:
+    """A VC's quota per (chain, level) and what it currently binds, borrows and lends."""
+
+    spec: VirtualClusterSpec
+    quota: dict[tuple[str, int], int]  # (sku, level) -> guaranteed cells
+    bound: dict[tuple[str, int], int] = field(default_factory=dict)  # own quota in use (incl. lent)
+    bindings: dict[str, dict[int, Binding]] = field(default_factory=dict)  # sku -> cell id -> binding used by this VC
+    pinned: dict[str, Binding] = field(default_factory=dict)
+    used_leaves: dict[str, int] = field(default_factory=dict)  # guaranteed leaves in use, by sku
+    own_used_by_priority: dict[str, dict[int, int]] = field(default_factory=dict)
+    user_leaves: dict[str, int] = field(default_factory=dict)
+    borrowed_leaves: dict[str, int] = field(default_factory=dict)
+    lent_leaves: dict[str, int] = field(default_factory=dict)  # by sku
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def skus(self) -> list[str]:
+        names = {sku for sku, _ in self.quota} | {b.cell.chain.sku.name for b in self.pinned.values()}
+        return sorted(names)
+
+    def quota_levels(self, sku: str) -> list[int]:
+        return sorted(level for (s, level) in self.quota if s == sku)
+
+    def unbound(self, sku: str, level: int) -> int:
+        return self.quota.get((sku, level), 0) - self.bound.get((sku, level), 0)
+
+    def quota_leaves(self, chain: Chain) -> int:
+        return sum(n * chain.leaves[lvl] for (s, lvl), n in self.quota.items() if s == chain.sku.name)
+
+    def largest_cell_leaves(self, chain: Chain) -> int:
+        sizes = [chain.leaves[lvl] for (s, lvl) in self.quota if s == chain.sku.name]
+        return max(sizes, default=0)
+
+    def total_borrowed(self) -> int:
+        return sum(self.borrowed_leaves.values())
+
+    def total_lent(self) -> int:
+        return sum(self.lent_leaves.values())
+
+    def own_used_leaves(self, sku: str) -> int:
+        return sum(self.own_used_by_priority.get(sku, {}).values())
+
+
+def resolve_quotas(topology: Topology, vcs: Sequence[VirtualClusterSpec]) -> dict[str, VcState]:
+    """Check each VC's entries refer to known cell types and pinned cells."""
+    states: dict[str, VcState] = {}
+    pinned_owner: dict[str, str] = {}
+    for vc in vcs:
+        if vc.name in states:
+            raise ConfigurationError(f"VC {vc.name!r} is defined twice")
+        if vc.weight <= 0:
+            raise ConfigurationError(f"VC {vc.name!r} needs a positive weight, has {vc.weight}")
+        for what, value in (
+            ("borrowing_limit", vc.borrowing_limit),
+            ("lending_limit", vc.lending_limit),
+            ("max_leaf_cells_per_user", vc.max_leaf_cells_per_user),
+        ):
+            if value is not None and value < 0:
+                raise ConfigurationError(f"VC {vc.name!r} has a negative {what}: {value}")
+        quota: dict[tuple[str, int], int] = {}
+        for cell_type, count in vc.cells:
+            chain = topology.chain_of_type.get(cell_type)
+            if chain is None:
+                raise ConfigurationError(f"VC {vc.name!r} names unknown cell type {cell_type!r}", cell_type=cell_type)
+            if count < 0:
+                raise ConfigurationError(f"VC {vc.name!r} has a negative count of {cell_type}", cell_type=cell_type)
+            if count:
+                key = (chain.sku.name, chain.level_of(cell_type))
+                quota[key] = quota.get(key, 0) + count
+        for pinned_id in vc.pinned_cells:
+            if pinned_id not in topology.pinned:
+                raise ConfigurationError(f"VC {vc.name!r} names unknown pinned cell {pinned_id!r}")
+            if pinned_id in pinned_owner:
+                raise ConfigurationError(
+                    f"pinned cell {pinned_id!r} is owned by both VC {pinned_owner[pinned_id]!r} and VC {vc.name!r}"
+                )
+            pinned_owner[pinned_id] = vc.name
+        states[vc.name] = VcState(spec=vc, quota=quota)
+    topology.init_free(pinned_owner)
+    for pinned_id, owner in pinned_owner.items():
+        cell = topology.pinned[pinned_id]
+        states[owner].pinned[pinned_id] = cell.binding
+    for state in states.values():
+        for (sku, level), count in state.quota.items():
+            topology.chains[sku].demand[level] += count
+    return states
+
+
+def check_safety(topology: Topology, states: dict[str, VcState]) -> None:
+    """Refuse quotas the free cluster cannot back, naming the chain, level and shortfall."""
+    for sku in sorted(topology.chains):
+        chain = topology.chains[sku]
+        short = chain.shortfall(chain.free_count)
+        for level in range(chain.top_level, 0, -1):
+            if short[level] == 0:
+                continue
+            need = chain.demand[level]
+            cell_type = chain.types[level]
+            claimants = sorted(
+                (s for s in states.values() if s.quota.get((sku, level))),
+                key=lambda s: (-s.quota[(sku, level)], s.name),
+            )
+            who = f"VC {claimants[0].name!r}" + (" and others need" if len(claimants) > 1 else " needs")
+            raise ConfigurationError(
+                f"{who} {need} cells of {cell_type} (level {level}, chain {sku}) but the cluster "
+                f"can supply {need - short[level]}: short by {short[level]}",
+                cell_type=cell_type,
+                level=level,
+                shortfall=short[level],
+                chain=sku,
+            )
+
+
+def validate_configuration(cluster: ClusterSpec, vcs: Sequence[VirtualClusterSpec]) -> None:
+    """Raise :class:`ConfigurationError` if the cluster or the VCs are invalid together."""
+    topology = Topology(cluster)
+    check_safety(topology, resolve_quotas(topology, vcs))
