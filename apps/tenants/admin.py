@@ -5,6 +5,8 @@ from django.template.response import TemplateResponse
 from django.urls import path, reverse
 from django.utils.html import format_html
 
+from apps.accounts.roles import is_platform_admin
+
 from .admin_mixins import TenantScopedAdmin
 from .forms import BulkOnboardForm, OnboardUserForm
 from .models import Membership, Tenant
@@ -48,9 +50,10 @@ class TenantAdmin(TenantScopedAdmin):
 
     def get_readonly_fields(self, request, obj=None):
         # A tenant admin edits policies, not the tenant's identity.
-        from apps.accounts.roles import is_platform_admin
-
         return () if is_platform_admin(request.user) else ("name", "slug")
+
+    def get_prepopulated_fields(self, request, obj=None):
+        return self.prepopulated_fields if is_platform_admin(request.user) else {}
 
     def get_queryset(self, request):
         from django.db.models import Count

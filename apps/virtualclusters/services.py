@@ -50,7 +50,10 @@ def validate_quotas(cluster, changed_vc=None, cells=None, pinned_ids=None):
     try:
         scheduler.validate_configuration(cluster_spec(cluster), specs)
     except scheduler.ConfigurationError as exc:
-        raise ValidationError(str(exc), code="quota") from exc
+        # The engine names the level that runs short, which may be another VC's; say which
+        # change brought it about.
+        prefix = f"Cluster {cluster.name} cannot back VC '{changed_vc.name}' with these cells: " if changed_vc else ""
+        raise ValidationError(prefix + str(exc), code="quota") from exc
 
 
 def _pinned_id(physical_cell):

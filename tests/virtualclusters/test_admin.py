@@ -1,0 +1,66 @@
+from django.test import override_settings
+from django.urls import reverse
+
+from apps.accounts.models import Group
+from apps.virtualclusters.models import VirtualCluster
+
+
+def vc_form(world, name, cells, pinned=()):
+    data = {
+        "name": name,
+        "tenant": world.tenant_a.pk,
+        "cluster": world.cluster.pk,
+        "description": "",
+        "cohort": "",
+        "weight": "1.0",
+        "pinned": list(pinned),
+        "cells-TOTAL_FORMS": str(len(cells)),
+        "cells-INITIAL_FORMS": "0",
+        "cells-MIN_NUM_FORMS": "0",
+        "cells-MAX_NUM_FORMS": "1000",
+        "grants-TOTAL_FORMS": "0",
+        "grants-INITIAL_FORMS": "0",
+        "grants-MIN_NUM_FORMS": "0",
+        "grants-MAX_NUM_FORMS": "1000",
+    }
+    for i, (cell_type, count) in enumerate(cells):
+        data[f"cells-{i}-cell_type"] = cell_type.pk
+        data[f"cells-{i}-count"] = str(count)
+    return data
+
+
+def test_admin_refuses_a_vc_the_cluster_cannot_back(world, client):
+    client.force_login(world.root)
+    response = client.post(reverse("admin:virtualclusters_virtualcluster_add"), vc_form(world, "extra", [(world.gpu_node, 1)]))
+    assert response.status_code == 200
+    errors = [str(e) for e in response.context["inline_admin_formsets"][0].formset.non_form_errors()]
+    # Every GPU node is already promised; the shortfall shows at the lowest level that runs out.
+    assert errors == [
+        "Cluster local cannot back VC 'extra' with these cells: "
+        "VC 'team_b' needs 4 cells of A100-SWITCH (level 2, chain A100) but the cluster can supply 0: short by 4"
+    ]
+    assert not VirtualCluster.objects.filter(name="extra").exists()
+
+
+@override_settings(PAI_AUTH_MODE="basic")
+def test_admin_creates_a_fitting_vc_with_its_group(world, client):
+    world.vc_a.cells.filter(cell_type=world.gpu_node).update(count=1)
+    client.force_login(world.root)
+    response = client.post(
+        reverse("admin:virtualclusters_virtualcluster_add"), vc_form(world, "vision", [(world.gpu_node, 1)])
+    )
+    assert response.status_code == 302
+    vc = VirtualCluster.objects.get(name="vision")
+    assert [(c.cell_type.name, c.count) for c in vc.cells.all()] == [("A100-NODE", 1)]
+    assert vc.grants.get().group == Group.objects.get(name="vision", tenant=world.tenant_a)
+
+
+def test_tenant_admin_sees_quota_read_only_and_manages_grants(world, client):
+    client.force_login(world.a_admin)
+    url = reverse("admin:virtualclusters_virtualcluster_change", args=[world.vc_a.pk])
+    response = client.get(url)
+    assert response.status_code == 200
+    assert "pinned" not in response.context["adminform"].form.fields
+    cells_formset, grants_formset = (f.formset for f in response.context["inline_admin_formsets"])
+    assert not response.context["inline_admin_formsets"][0].has_change_permission
+    assert response.context["inline_admin_formsets"][1].has_add_permission
