@@ -1,7 +1,19 @@
 """Everything under /api/: the OpenPAI-compatible v2 routes, pai-native routes, the schema."""
 
 from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from pai.api.info import InfoView
 
 urlpatterns = [
+    path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
+    path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("v2/info", InfoView.as_view(), name="api-info"),
+    path("v2/", include("apps.accounts.api.urls")),
+    path("v2/", include("apps.virtualclusters.api.urls")),
+    path("v2/", include("apps.storage.api.urls")),
+    path("v2/", include("apps.clusters.api.urls")),
+    path("v2/", include("apps.tenants.api.urls")),
     path("v2/", include("apps.oncall.api.urls")),
+    path("v2/", include("apps.jobs.api.urls")),
 ]

@@ -92,6 +92,11 @@ class Job(models.Model):
         return hashlib.md5(self.framework_name.encode(), usedforsecurity=False).hexdigest()
 
     @property
+    def created_time(self):
+        # OpenPAI always reports a creation time; before the first attempt it is the submission.
+        return self.created_at or self.submitted_at
+
+    @property
     def retry_details(self):
         return {"user": self.retries_user, "platform": self.retries_platform, "resource": self.retries_resource}
 

@@ -1,0 +1,235 @@
+"""OpenPAI's JSON shapes for jobs (its swagger's JobSummary, JobDetail, JobAttempt)."""
+
+from drf_spectacular.utils import extend_schema_field
+from rest_framework import serializers
+
+from ..choices import ExecutionType, JobState, JobSubState
+
+
+@extend_schema_field({"type": "integer", "nullable": True, "description": "milliseconds since the Unix epoch"})
+class EpochMillisField(serializers.Field):
+    """A datetime as OpenPAI gives times: milliseconds since the Unix epoch, or null."""
+
+    def __init__(self, **kwargs):
+        kwargs.setdefault("read_only", True)
+        kwargs.setdefault("allow_null", True)
+        super().__init__(**kwargs)
+
+    def to_representation(self, value):
+        # DRF hands null through without calling this.
+        return epoch_ms(value)
+
+
+def epoch_ms(value):
+    return None if value is None else int(value.timestamp() * 1000)
+
+
+class RetryDetailsSerializer(serializers.Serializer):
+    user = serializers.IntegerField()
+    platform = serializers.IntegerField()
+    resource = serializers.IntegerField()
+
+
+class JobSummarySerializer(serializers.Serializer):
+    name = serializers.CharField()
+    username = serializers.CharField(source="owner.username")
+    state = serializers.ChoiceField(choices=JobState.choices)
+    subState = serializers.ChoiceField(source="sub_state", choices=JobSubState.choices)
+    executionType = serializers.ChoiceField(source="execution_type", choices=ExecutionType.choices)
+    tags = serializers.SerializerMethodField()
+    retries = serializers.IntegerField()
+    retryDetails = RetryDetailsSerializer(source="retry_details")
+    retryDelayTime = serializers.SerializerMethodField()
+    submissionTime = EpochMillisField(source="submitted_at")
+    createdTime = EpochMillisField(source="created_time")
+    launchedTime = EpochMillisField(source="launched_at")
+    completedTime = EpochMillisField(source="completed_at")
+    appExitCode = serializers.IntegerField(source="app_exit_code", allow_null=True)
+    virtualCluster = serializers.CharField(source="virtual_cluster.name")
+    totalGpuNumber = serializers.IntegerField(source="total_gpu")
+    totalTaskNumber = serializers.IntegerField(source="total_tasks")
+    totalTaskRoleNumber = serializers.IntegerField(source="total_task_roles")
+    jobPriority = serializers.CharField(source="priority_class")
+    debugId = serializers.CharField(source="debug_id")
+
+    def get_tags(self, job) -> list[str]:
+        # Prefetched with the page: one query for all the page's tags.
+        return [tag.name for tag in job.tags.all()]
+
+    def get_retryDelayTime(self, job) -> int | None:
+        return None
+
+
+class JobListWithCountSerializer(serializers.Serializer):
+    totalCount = serializers.IntegerField()
+    data = JobSummarySerializer(many=True)
+
+
+class ExitSpecSerializer(serializers.Serializer):
+    code = serializers.IntegerField()
+
+
+def exit_spec(code):
+    # The exit spec table arrives with the lifecycle issue; until then only the code is known.
+    return None if code is None else {"code": code}
+
+
+class TaskStatusSerializer(serializers.Serializer):
+    taskIndex = serializers.IntegerField()
+    taskState = serializers.ChoiceField(choices=JobState.choices)
+    retries = serializers.IntegerField()
+    containerId = serializers.CharField(allow_null=True)
+    containerIp = serializers.CharField(allow_null=True)
+    containerNodeName = serializers.CharField(allow_null=True)
+    containerPorts = serializers.DictField(allow_null=True)
+    containerGpus = serializers.CharField(allow_null=True)
+    containerLog = serializers.CharField(allow_null=True)
+    containerExitCode = serializers.IntegerField(allow_null=True)
+    containerExitSpec = ExitSpecSerializer(allow_null=True)
+    launchedTime = serializers.IntegerField(allow_null=True)
+    completedTime = serializers.IntegerField(allow_null=True)
+
+
+class TaskRoleStatusSerializer(serializers.Serializer):
+    taskRoleStatus = serializers.DictField()
+    taskStatuses = TaskStatusSerializer(many=True)
+
+
+class JobStatusSerializer(serializers.Serializer):
+    username = serializers.CharField()
+    state = serializers.ChoiceField(choices=JobState.choices)
+    subState = serializers.ChoiceField(choices=JobSubState.choices)
+    executionType = serializers.ChoiceField(choices=ExecutionType.choices)
+    retries = serializers.IntegerField()
+    retryDetails = RetryDetailsSerializer()
+    retryDelayTime = serializers.IntegerField(allow_null=True)
+    createdTime = serializers.IntegerField(allow_null=True)
+    completedTime = serializers.IntegerField(allow_null=True)
+    appId = serializers.CharField()
+    appLaunchedTime = serializers.IntegerField(allow_null=True)
+    appCompletedTime = serializers.IntegerField(allow_null=True)
+    appExitCode = serializers.IntegerField(allow_null=True)
+    appExitSpec = ExitSpecSerializer(allow_null=True)
+    appExitDiagnostics = serializers.CharField(allow_null=True)
+    appExitTriggerTaskRoleName = serializers.CharField(allow_null=True)
+    appExitTriggerTaskIndex = serializers.IntegerField(allow_null=True)
+    attemptId = serializers.IntegerField(allow_null=True)
+    attemptState = serializers.CharField(allow_null=True)
+    virtualCluster = serializers.CharField()
+    jobPriority = serializers.CharField()
+    waitReason = serializers.CharField(allow_blank=True)
+    queuePosition = serializers.IntegerField(allow_null=True)
+
+
+class JobDetailSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    debugId = serializers.CharField()
+    tags = serializers.ListField(child=serializers.CharField())
+    jobStatus = JobStatusSerializer()
+    taskRoles = serializers.DictField(child=TaskRoleStatusSerializer())
+
+
+class JobAttemptSerializer(serializers.Serializer):
+    jobName = serializers.CharField()
+    frameworkName = serializers.CharField()
+    userName = serializers.CharField()
+    state = serializers.CharField()
+    originState = serializers.CharField()
+    maxAttemptCount = serializers.IntegerField()
+    attemptIndex = serializers.IntegerField()
+    jobStartedTime = serializers.IntegerField(allow_null=True)
+    attemptStartedTime = serializers.IntegerField(allow_null=True)
+    attemptCompletedTime = serializers.IntegerField(allow_null=True)
+    exitCode = serializers.IntegerField(allow_null=True)
+    exitPhrase = serializers.CharField(allow_null=True)
+    exitType = serializers.CharField(allow_null=True)
+    appExitSpec = ExitSpecSerializer(allow_null=True)
+    appExitDiagnostics = serializers.CharField(allow_null=True)
+    appExitTriggerTaskRoleName = serializers.CharField(allow_null=True)
+    appExitTriggerTaskIndex = serializers.IntegerField(allow_null=True)
+    totalGpuNumber = serializers.IntegerField()
+    totalTaskNumber = serializers.IntegerField()
+    totalTaskRoleNumber = serializers.IntegerField()
+    taskRoles = serializers.DictField(child=TaskRoleStatusSerializer())
+    isLatest = serializers.BooleanField()
+
+
+class TaskAttemptSerializer(serializers.Serializer):
+    attemptId = serializers.IntegerField()
+    attemptState = serializers.ChoiceField(choices=JobState.choices)
+    currentAttemptLaunchedTime = serializers.IntegerField(allow_null=True)
+    currentAttemptCompletedTime = serializers.IntegerField(allow_null=True)
+    containerId = serializers.CharField(allow_null=True)
+    containerIp = serializers.CharField(allow_null=True)
+    containerNodeName = serializers.CharField(allow_null=True)
+    containerPorts = serializers.DictField()
+    containerGpus = serializers.CharField(allow_null=True)
+    containerExitCode = serializers.IntegerField(allow_null=True)
+    containerExitSpec = ExitSpecSerializer(allow_null=True)
+    containerExitDiagnostics = serializers.CharField(allow_blank=True)
+
+
+class TaskAttemptsSerializer(serializers.Serializer):
+    jobName = serializers.CharField()
+    frameworkName = serializers.CharField()
+    userName = serializers.CharField()
+    jobAttemptId = serializers.IntegerField()
+    taskRoleName = serializers.CharField()
+    taskIndex = serializers.IntegerField()
+    taskState = serializers.ChoiceField(choices=JobState.choices)
+    retries = serializers.IntegerField()
+    attempts = TaskAttemptSerializer(many=True)
+
+
+class JobEventSerializer(serializers.Serializer):
+    uid = serializers.CharField()
+    frameworkName = serializers.CharField()
+    podUid = serializers.CharField()
+    taskroleName = serializers.CharField()
+    taskIndex = serializers.IntegerField(allow_null=True)
+    type = serializers.CharField()
+    reason = serializers.CharField()
+    message = serializers.CharField()
+    firstTimestamp = serializers.IntegerField()
+    lastTimestamp = serializers.IntegerField()
+    count = serializers.IntegerField()
+    sourceComponent = serializers.CharField()
+    sourceHost = serializers.CharField()
+
+
+class JobEventsSerializer(serializers.Serializer):
+    frameworkName = serializers.CharField()
+    events = JobEventSerializer(many=True)
+
+
+class LogLocationSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    uri = serializers.CharField()
+
+
+class LogLocationsSerializer(serializers.Serializer):
+    locations = LogLocationSerializer(many=True)
+
+
+class ValueSerializer(serializers.Serializer):
+    value = serializers.CharField(max_length=255)
+
+
+class ExecutionTypeSerializer(serializers.Serializer):
+    value = serializers.ChoiceField(choices=ExecutionType.choices)
+
+
+class MessageSerializer(serializers.Serializer):
+    message = serializers.CharField()
+
+
+class SubmitResponseSerializer(serializers.Serializer):
+    message = serializers.CharField()
+    name = serializers.CharField()
+    virtualCluster = serializers.CharField()
+    warnings = serializers.ListField(child=serializers.CharField())
+
+
+class ErrorSerializer(serializers.Serializer):
+    code = serializers.CharField()
+    message = serializers.CharField()

@@ -1,0 +1,491 @@
+"""OpenPAI's job routes (REST server v2). Views parse the request, scope the lookup through
+`Job.objects.visible_to` / `readable_by`, call `services`, and shape OpenPAI's JSON."""
+
+from pathlib import Path
+
+from django.conf import settings
+from django.http import FileResponse
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import status
+from rest_framework.exceptions import ValidationError
+from rest_framework.parsers import JSONParser
+from rest_framework.renderers import JSONRenderer
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from .. import services
+from ..filters import JobFilterSet
+from ..models import Job, JobAttempt, JobEvent, Task, TaskAttempt
+from ..querysets import is_readable
+from ..errors import ForbiddenUserError, InvalidParametersError, NoJobConfigError, NoJobError
+from . import docs
+from .parsers import PlainTextParser, XYAMLTextParser, YAMLTextParser
+from .renderers import YAMLRenderer
+from .serializers import (
+    ErrorSerializer, ExecutionTypeSerializer, JobAttemptSerializer, JobDetailSerializer, JobEventsSerializer,
+    JobListWithCountSerializer, JobSummarySerializer, LogLocationsSerializer, MessageSerializer,
+    SubmitResponseSerializer, TaskAttemptsSerializer, ValueSerializer, epoch_ms, exit_spec,
+)
+from .throttles import JobListThrottle, JobSubmitThrottle
+
+MAX_LIMIT = 1000
+LOG_TAIL_BYTES = 16 * 1024
+
+_ERRORS = {
+    400: OpenApiResponse(ErrorSerializer, description="Bad input; the message names the field."),
+    403: OpenApiResponse(ErrorSerializer, description="ForbiddenUserError"),
+    404: OpenApiResponse(ErrorSerializer, description="NoJobError: no such job, or not yours to see."),
+}
+_JOB_PARAMETERS = [
+    OpenApiParameter("username", OpenApiTypes.STR, OpenApiParameter.PATH, description="the job's owner"),
+    OpenApiParameter("name", OpenApiTypes.STR, OpenApiParameter.PATH, description="the job's name"),
+]
+
+
+def _job(request, username, name, *, with_spec=False):
+    """The job `username~name` if the user may read it: 404 when not even listed to them,
+    403 when they see it only as a summary in their VC's queue."""
+    jobs = Job.objects.visible_to(request.user).select_related("owner", "virtual_cluster")
+    if not with_spec:
+        jobs = jobs.defer("protocol_text", "spec", "launch")
+    job = jobs.filter(owner__username=username, name=name).first()
+    if job is None:
+        raise NoJobError(f"Job {username}~{name} is not found.")
+    if not is_readable(job, request.user):
+        raise ForbiddenUserError(
+            f"User {request.user.get_username()} may see job {username}~{name} only in the job list."
+        )
+    return job
+
+
+def _int_param(request, name, default, minimum=0, maximum=None):
+    raw = request.query_params.get(name)
+    if raw in (None, ""):
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValidationError({name: "must be an integer"}) from None
+    if value < minimum or (maximum is not None and value > maximum):
+        bound = f"between {minimum} and {maximum}" if maximum is not None else f"≥ {minimum}"
+        raise ValidationError({name: f"must be {bound}"})
+    return value
+
+
+def _log_uri(request, job, attempt, task, task_attempt):
+    if not task_attempt.log_path:
+        return None
+    return request.build_absolute_uri(
+        f"/api/v2/jobs/{job.owner.username}~{job.name}/attempts/{attempt.index}/taskRoles/{task.task_role}"
+        f"/taskIndex/{task.index}/attempts/{task_attempt.index}/logs/all"
+    )
+
+
+def _task_status(request, job, attempt, task):
+    attempts = list(task.attempts.all())
+    last = attempts[-1] if attempts else None
+    return {
+        "taskIndex": task.index,
+        "taskState": task.state,
+        "retries": task.retries,
+        "containerId": (last.pod_uid or None) if last else None,
+        "containerIp": last.ip if last else None,
+        "containerNodeName": (last.node_name or None) if last else None,
+        "containerPorts": last.ports if last else None,
+        "containerGpus": ",".join(str(i) for i in last.device_indices) if last and last.device_indices else None,
+        "containerLog": _log_uri(request, job, attempt, task, last) if last else None,
+        "containerExitCode": last.exit_code if last else None,
+        "containerExitSpec": exit_spec(last.exit_spec_code) if last else None,
+        "launchedTime": epoch_ms(last.started_at) if last else None,
+        "completedTime": epoch_ms(last.completed_at) if last else None,
+    }
+
+
+def _task_roles(request, job, attempt):
+    roles = {role: {"taskRoleStatus": {"name": role}, "taskStatuses": []} for role in job.spec["taskRoles"]}
+    if attempt is not None:
+        for task in attempt.tasks.all():
+            roles.setdefault(task.task_role, {"taskRoleStatus": {"name": task.task_role}, "taskStatuses": []})
+            roles[task.task_role]["taskStatuses"].append(_task_status(request, job, attempt, task))
+    return roles
+
+
+def _attempts(job):
+    return JobAttempt.objects.filter(job=job).prefetch_related("tasks__attempts").order_by("-index")
+
+
+def _attempt_json(request, job, attempt, latest_index):
+    return {
+        "jobName": job.name,
+        "frameworkName": job.framework_name,
+        "userName": job.owner.username,
+        "state": attempt.state,
+        "originState": attempt.sub_state,
+        "maxAttemptCount": job.job_retry_count + 1,
+        "attemptIndex": attempt.index,
+        "jobStartedTime": epoch_ms(job.submitted_at),
+        "attemptStartedTime": epoch_ms(attempt.launched_at),
+        "attemptCompletedTime": epoch_ms(attempt.completed_at),
+        "exitCode": attempt.exit_code,
+        "exitPhrase": None,
+        "exitType": None,
+        "appExitSpec": exit_spec(attempt.exit_spec_code),
+        "appExitDiagnostics": attempt.exit_diagnostics or None,
+        "appExitTriggerTaskRoleName": attempt.trigger_task_role or None,
+        "appExitTriggerTaskIndex": attempt.trigger_task_index,
+        "totalGpuNumber": job.total_gpu,
+        "totalTaskNumber": job.total_tasks,
+        "totalTaskRoleNumber": job.total_task_roles,
+        "taskRoles": _task_roles(request, job, attempt),
+        "isLatest": attempt.index == latest_index,
+    }
+
+
+class JobListView(APIView):
+    parser_classes = [YAMLTextParser, XYAMLTextParser, PlainTextParser, JSONParser]
+
+    def get_throttles(self):
+        return [JobSubmitThrottle()] if self.request.method == "POST" else [JobListThrottle()]
+
+    @extend_schema(
+        operation_id="listJobs",
+        summary="List jobs",
+        description=docs.LIST,
+        parameters=docs.LIST_PARAMETERS,
+        responses={200: JobSummarySerializer(many=True), 400: _ERRORS[400], 429: OpenApiResponse(ErrorSerializer)},
+        examples=[docs.LIST_EXAMPLE],
+    )
+    def get(self, request):
+        offset = _int_param(request, "offset", 0)
+        limit = _int_param(request, "limit", settings.REST_FRAMEWORK.get("PAGE_SIZE", 100), 1, MAX_LIMIT)
+        with_total = request.query_params.get("withTotalCount", "").lower() == "true"
+        jobs = (
+            Job.objects.visible_to(request.user)
+            .select_related("owner", "virtual_cluster")
+            .defer("protocol_text", "spec", "launch", "warnings", "placement", "leaf_cells")
+        )
+        filterset = JobFilterSet(request.query_params, queryset=jobs, request=request)
+        if not filterset.is_valid():
+            raise ValidationError(filterset.errors)
+        jobs = filterset.qs
+        page = list(jobs.prefetch_related("tags")[offset:offset + limit])
+        data = JobSummarySerializer(page, many=True).data
+        if with_total:
+            return Response({"totalCount": jobs.count(), "data": data})
+        return Response(data)
+
+    @extend_schema(
+        operation_id="createJob",
+        summary="Submit a job",
+        description=docs.SUBMIT,
+        request={"text/yaml": OpenApiTypes.STR, "application/json": OpenApiTypes.OBJECT},
+        responses={
+            202: SubmitResponseSerializer,
+            400: OpenApiResponse(ErrorSerializer, description="InvalidProtocolError; every broken rule as `path: rule`."),
+            403: OpenApiResponse(ErrorSerializer, description="ForbiddenUserError: the VC is not granted to you."),
+            404: OpenApiResponse(ErrorSerializer, description="NoVirtualClusterError"),
+            409: OpenApiResponse(ErrorSerializer, description="ConflictJobError: you already have a job of that name."),
+            429: OpenApiResponse(ErrorSerializer, description="Too many submissions; see Retry-After."),
+        },
+        examples=docs.SUBMIT_EXAMPLES,
+    )
+    def post(self, request):
+        job, warnings = services.submit_job(request.user, request.data)
+        return Response(
+            {
+                "message": f"update job {job.name} successfully",
+                "name": job.name,
+                "virtualCluster": job.virtual_cluster.name,
+                "warnings": warnings,
+            },
+            status=status.HTTP_202_ACCEPTED,
+        )
+
+
+class JobDetailView(APIView):
+    @extend_schema(
+        operation_id="getJob", summary="Job status", parameters=_JOB_PARAMETERS,
+        responses={200: JobDetailSerializer, 403: _ERRORS[403], 404: _ERRORS[404]},
+        examples=[docs.DETAIL_EXAMPLE],
+    )
+    def get(self, request, username, name):
+        job = _job(request, username, name, with_spec=True)
+        attempts = list(_attempts(job)[:1])
+        attempt = attempts[0] if attempts else None
+        body = {
+            "name": job.name,
+            "debugId": job.debug_id,
+            "tags": list(job.tags.values_list("name", flat=True)),
+            "jobStatus": {
+                "username": job.owner.username,
+                "state": job.state,
+                "subState": job.sub_state,
+                "executionType": job.execution_type,
+                "retries": job.retries,
+                "retryDetails": job.retry_details,
+                "retryDelayTime": None,
+                "createdTime": epoch_ms(job.created_time),
+                "completedTime": epoch_ms(job.completed_at),
+                "appId": job.debug_id,
+                "appLaunchedTime": epoch_ms(attempt.launched_at) if attempt else None,
+                "appCompletedTime": epoch_ms(attempt.completed_at) if attempt else None,
+                "appExitCode": job.app_exit_code,
+                "appExitSpec": exit_spec(attempt.exit_spec_code) if attempt else None,
+                "appExitDiagnostics": (attempt.exit_diagnostics or None) if attempt else None,
+                "appExitTriggerTaskRoleName": (attempt.trigger_task_role or None) if attempt else None,
+                "appExitTriggerTaskIndex": attempt.trigger_task_index if attempt else None,
+                "attemptId": attempt.index if attempt else None,
+                "attemptState": attempt.state if attempt else None,
+                "virtualCluster": job.virtual_cluster.name,
+                "jobPriority": job.priority_class,
+                "waitReason": job.wait_reason,
+                "queuePosition": job.queue_position,
+            },
+            "taskRoles": _task_roles(request, job, attempt),
+        }
+        return Response(body)
+
+
+class JobConfigView(APIView):
+    renderer_classes = [YAMLRenderer, JSONRenderer]
+
+    def handle_exception(self, exc):
+        # Errors stay JSON ({code, message}) whatever format the config was asked in.
+        self.request.accepted_renderer = JSONRenderer()
+        self.request.accepted_media_type = JSONRenderer.media_type
+        return super().handle_exception(exc)
+
+    @extend_schema(
+        operation_id="getJobConfig", summary="Job config (secrets masked)", description=docs.CONFIG,
+        parameters=_JOB_PARAMETERS,
+        responses={(200, "text/yaml"): OpenApiTypes.STR, (200, "application/json"): OpenApiTypes.OBJECT,
+                   403: _ERRORS[403], 404: _ERRORS[404]},
+    )
+    def get(self, request, username, name):
+        job = _job(request, username, name, with_spec=True)
+        if not job.protocol_text:
+            raise NoJobConfigError(f"Config of job {username}~{name} is not found.")
+        if isinstance(request.accepted_renderer, YAMLRenderer):
+            return Response(job.protocol_text)
+        return Response(job.spec)
+
+
+class JobExecutionTypeView(APIView):
+    @extend_schema(
+        operation_id="updateJobExecutionType", summary="Start or stop a job", description=docs.EXECUTION_TYPE,
+        parameters=_JOB_PARAMETERS, request=ExecutionTypeSerializer,
+        responses={202: MessageSerializer, 400: _ERRORS[400], 403: _ERRORS[403], 404: _ERRORS[404]},
+        examples=[OpenApiExample("stop", value={"value": "STOP"}, request_only=True)],
+    )
+    def put(self, request, username, name):
+        job = _job(request, username, name)
+        value = request.data.get("value") if isinstance(request.data, dict) else None
+        if value not in ("START", "STOP"):
+            raise InvalidParametersError("value: must be START or STOP")
+        services.set_execution_type(request.user, job, value)
+        return Response({"message": f"execute job {job.name} successfully"}, status=status.HTTP_202_ACCEPTED)
+
+
+class JobTagView(APIView):
+    def _value(self, request):
+        value = request.data.get("value") if isinstance(request.data, dict) else None
+        if not isinstance(value, str):
+            raise InvalidParametersError("value: must be a string (the tag)")
+        return value
+
+    @extend_schema(
+        operation_id="addJobTag", summary="Tag a job", parameters=_JOB_PARAMETERS, request=ValueSerializer,
+        responses={200: MessageSerializer, 400: _ERRORS[400], 403: _ERRORS[403], 404: _ERRORS[404]},
+        examples=[OpenApiExample("tag", value={"value": "baseline"}, request_only=True)],
+    )
+    def put(self, request, username, name):
+        job = _job(request, username, name)
+        value = self._value(request)
+        services.add_tag(request.user, job, value)
+        return Response({"message": f"Add tag {value} for job {job.name} successfully."})
+
+    @extend_schema(
+        operation_id="deleteJobTag", summary="Remove a job's tag", parameters=_JOB_PARAMETERS,
+        request=ValueSerializer,
+        responses={200: MessageSerializer, 400: _ERRORS[400], 403: _ERRORS[403], 404: _ERRORS[404]},
+    )
+    def delete(self, request, username, name):
+        job = _job(request, username, name)
+        value = self._value(request)
+        services.remove_tag(request.user, job, value)
+        return Response({"message": f"Delete tag {value} from job {job.name} successfully."})
+
+
+class JobEventsView(APIView):
+    @extend_schema(
+        operation_id="getJobEvents", summary="Kubernetes events of the job's pods", description=docs.EVENTS,
+        parameters=_JOB_PARAMETERS + [
+            OpenApiParameter("type", OpenApiTypes.STR, enum=["Normal", "Warning"], description="only this type")
+        ],
+        responses={200: JobEventsSerializer, 400: _ERRORS[400], 403: _ERRORS[403], 404: _ERRORS[404]},
+    )
+    def get(self, request, username, name):
+        job = _job(request, username, name)
+        events = JobEvent.objects.readable_by(request.user).filter(job=job)
+        kind = request.query_params.get("type")
+        if kind is not None:
+            if kind not in ("Normal", "Warning"):
+                raise ValidationError({"type": "must be Normal or Warning"})
+            events = events.filter(type=kind)
+        return Response({
+            "frameworkName": job.framework_name,
+            "events": [
+                {
+                    "uid": e.uid, "frameworkName": job.framework_name, "podUid": e.pod_uid,
+                    "taskroleName": e.task_role, "taskIndex": e.task_index, "type": e.type, "reason": e.reason,
+                    "message": e.message, "firstTimestamp": epoch_ms(e.first_seen),
+                    "lastTimestamp": epoch_ms(e.last_seen), "count": e.count,
+                    "sourceComponent": e.source_component, "sourceHost": e.source_host,
+                }
+                for e in events
+            ],
+        })
+
+
+class JobAttemptListView(APIView):
+    @extend_schema(
+        operation_id="getJobAttempts", summary="All attempts of a job", parameters=_JOB_PARAMETERS,
+        responses={200: JobAttemptSerializer(many=True), 403: _ERRORS[403], 404: _ERRORS[404]},
+    )
+    def get(self, request, username, name):
+        job = _job(request, username, name, with_spec=True)
+        attempts = list(_attempts(job))
+        latest = attempts[0].index if attempts else None
+        return Response([_attempt_json(request, job, attempt, latest) for attempt in attempts])
+
+
+class JobAttemptDetailView(APIView):
+    @extend_schema(
+        operation_id="getJobAttempt", summary="One attempt of a job",
+        parameters=_JOB_PARAMETERS + [OpenApiParameter("attempt_index", OpenApiTypes.INT, OpenApiParameter.PATH)],
+        responses={200: JobAttemptSerializer, 403: _ERRORS[403], 404: _ERRORS[404]},
+    )
+    def get(self, request, username, name, attempt_index):
+        job = _job(request, username, name, with_spec=True)
+        attempt = _attempts(job).filter(index=attempt_index).first()
+        if attempt is None:
+            raise NoJobError(f"Attempt {attempt_index} of job {username}~{name} is not found.")
+        latest = JobAttempt.objects.filter(job=job).order_by("-index").values_list("index", flat=True).first()
+        return Response(_attempt_json(request, job, attempt, latest))
+
+
+def _task(request, username, name, attempt_index, role, task_index):
+    attempt_index, task_index = int(attempt_index), int(task_index)
+    job = _job(request, username, name)
+    task = (
+        Task.objects.readable_by(request.user)
+        .select_related("job_attempt")
+        .prefetch_related("attempts")
+        .filter(job_attempt__job=job, job_attempt__index=attempt_index, task_role=role, index=task_index)
+        .first()
+    )
+    if task is None:
+        raise NoJobError(f"Task {role}[{task_index}] of attempt {attempt_index} of job {username}~{name} is not found.")
+    return job, task
+
+
+_TASK_PARAMETERS = _JOB_PARAMETERS + [
+    OpenApiParameter("attempt_index", OpenApiTypes.INT, OpenApiParameter.PATH, description="job attempt index"),
+    OpenApiParameter("task_role", OpenApiTypes.STR, OpenApiParameter.PATH),
+    OpenApiParameter("task_index", OpenApiTypes.INT, OpenApiParameter.PATH),
+]
+
+
+class TaskAttemptsView(APIView):
+    @extend_schema(
+        operation_id="getTaskAttempts", summary="The attempts (pods) of one task", parameters=_TASK_PARAMETERS,
+        responses={200: TaskAttemptsSerializer, 403: _ERRORS[403], 404: _ERRORS[404]},
+    )
+    def get(self, request, username, name, attempt_index, task_role, task_index):
+        job, task = _task(request, username, name, attempt_index, task_role, task_index)
+        return Response({
+            "jobName": job.name,
+            "frameworkName": job.framework_name,
+            "userName": job.owner.username,
+            "jobAttemptId": task.job_attempt.index,
+            "taskRoleName": task.task_role,
+            "taskIndex": task.index,
+            "taskState": task.state,
+            "retries": task.retries,
+            "attempts": [
+                {
+                    "attemptId": a.index,
+                    "attemptState": a.state,
+                    "currentAttemptLaunchedTime": epoch_ms(a.started_at),
+                    "currentAttemptCompletedTime": epoch_ms(a.completed_at),
+                    "containerId": a.pod_uid or None,
+                    "containerIp": a.ip,
+                    "containerNodeName": a.node_name or None,
+                    "containerPorts": a.ports,
+                    "containerGpus": ",".join(str(i) for i in a.device_indices) if a.device_indices else None,
+                    "containerExitCode": a.exit_code,
+                    "containerExitSpec": exit_spec(a.exit_spec_code),
+                    "containerExitDiagnostics": a.diagnostics,
+                }
+                for a in task.attempts.all()
+            ],
+        })
+
+
+def _task_attempt(request, username, name, attempt_index, task_role, task_index, task_attempt_index):
+    job, task = _task(request, username, name, attempt_index, task_role, task_index)
+    task_attempt = next((a for a in task.attempts.all() if a.index == int(task_attempt_index)), None)
+    if task_attempt is None:
+        raise NoJobError(f"Attempt {task_attempt_index} of task {task_role}[{task_index}] is not found.")
+    return job, task, task_attempt
+
+
+def _log_file(task_attempt):
+    """The task attempt's log file, if the backend has written one inside pai's data directory."""
+    if not task_attempt.log_path:
+        return None
+    path = Path(task_attempt.log_path).resolve()
+    root = Path(settings.PAI_DATA_DIR).resolve()
+    if root not in path.parents or not path.is_file():
+        return None
+    return path
+
+
+class TaskAttemptLogsView(APIView):
+    @extend_schema(
+        operation_id="getTaskAttemptLogs", summary="Where a task attempt's logs are", description=docs.LOGS,
+        parameters=_TASK_PARAMETERS + [OpenApiParameter("task_attempt_index", OpenApiTypes.INT, OpenApiParameter.PATH)],
+        responses={200: LogLocationsSerializer, 403: _ERRORS[403], 404: _ERRORS[404]},
+    )
+    def get(self, request, username, name, attempt_index, task_role, task_index, task_attempt_index):
+        job, task, task_attempt = _task_attempt(
+            request, username, name, attempt_index, task_role, task_index, task_attempt_index
+        )
+        locations = []
+        if _log_file(task_attempt) is not None:
+            locations.append({"name": "all", "uri": _log_uri(request, job, task.job_attempt, task, task_attempt)})
+        return Response({"locations": locations})
+
+
+class TaskAttemptLogView(APIView):
+    @extend_schema(
+        operation_id="getTaskAttemptLog", summary="A task attempt's log text",
+        parameters=_TASK_PARAMETERS + [
+            OpenApiParameter("task_attempt_index", OpenApiTypes.INT, OpenApiParameter.PATH),
+            OpenApiParameter("tail-mode", OpenApiTypes.BOOL, description="only the last 16 KiB"),
+        ],
+        responses={(200, "text/plain"): OpenApiTypes.STR, 403: _ERRORS[403], 404: _ERRORS[404]},
+    )
+    def get(self, request, username, name, attempt_index, task_role, task_index, task_attempt_index):
+        _, _, task_attempt = _task_attempt(
+            request, username, name, attempt_index, task_role, task_index, task_attempt_index
+        )
+        path = _log_file(task_attempt)
+        if path is None:
+            raise NoJobError("This task attempt has no log yet.")
+        handle = path.open("rb")
+        if request.query_params.get("tail-mode", "").lower() == "true":
+            size = path.stat().st_size
+            handle.seek(max(0, size - LOG_TAIL_BYTES))
+        return FileResponse(handle, content_type="text/plain; charset=utf-8")

@@ -1,0 +1,114 @@
+"""The job list's OpenPAI query parameters, as a django-filter FilterSet.
+
+OpenPAI takes comma-separated lists (`state=RUNNING,WAITING`), a `keyword` matched in
+the user, job and VC names, tag filters, and `order=<field>,ASC|DESC`.
+"""
+
+import django_filters
+from django import forms
+from django.db.models import Exists, OuterRef, Q
+
+from .choices import JobState
+from .models import Job, JobTag
+
+# OpenPAI's order fields → model fields.
+ORDER_FIELDS = {
+    "jobName": "name",
+    "submissionTime": "submitted_at",
+    "username": "owner__username",
+    "vc": "virtual_cluster__name",
+    "retries": "retries",
+    "totalTaskNumber": "total_tasks",
+    "totalGpuNumber": "total_gpu",
+    "state": "state",
+    "completionTime": "completed_at",
+}
+
+
+class CommaListField(forms.CharField):
+    def to_python(self, value):
+        value = super().to_python(value)
+        return [item.strip() for item in value.split(",") if item.strip()] if value else []
+
+
+class CommaListFilter(django_filters.Filter):
+    field_class = CommaListField
+
+
+class StateListField(CommaListField):
+    def to_python(self, value):
+        states = super().to_python(value)
+        unknown = [state for state in states if state not in JobState.values]
+        if unknown:
+            raise forms.ValidationError(f"unknown state {', '.join(unknown)}; use {', '.join(JobState.values)}")
+        return states
+
+
+class StateListFilter(CommaListFilter):
+    field_class = StateListField
+
+
+class OrderField(forms.CharField):
+    def to_python(self, value):
+        value = super().to_python(value)
+        if not value:
+            return None
+        field, _, direction = value.partition(",")
+        direction = (direction or "ASC").upper()
+        if field not in ORDER_FIELDS:
+            raise forms.ValidationError(f"must be <field>,ASC|DESC with field one of {', '.join(ORDER_FIELDS)}")
+        if direction not in ("ASC", "DESC"):
+            raise forms.ValidationError("the direction must be ASC or DESC")
+        return field, direction
+
+
+class OrderFilter(django_filters.Filter):
+    field_class = OrderField
+
+    def filter(self, qs, value):
+        if not value:
+            return qs
+        field, direction = value
+        column = ORDER_FIELDS[field]
+        sign = "-" if direction == "DESC" else ""
+        return qs.order_by(f"{sign}{column}", f"{sign}id")
+
+
+class JobFilterSet(django_filters.FilterSet):
+    username = CommaListFilter(method="filter_username")
+    vc = CommaListFilter(method="filter_vc")
+    state = StateListFilter(method="filter_state")
+    keyword = django_filters.CharFilter(method="filter_keyword", max_length=255)
+    tagsContain = CommaListFilter(method="filter_tags_contain")
+    tagsNotContain = CommaListFilter(method="filter_tags_not_contain")
+    order = OrderFilter()
+
+    class Meta:
+        model = Job
+        fields = []
+
+    def filter_username(self, qs, name, value):
+        return qs.filter(owner__username__in=value) if value else qs
+
+    def filter_vc(self, qs, name, value):
+        return qs.filter(virtual_cluster__name__in=value) if value else qs
+
+    def filter_state(self, qs, name, value):
+        return qs.filter(state__in=value) if value else qs
+
+    def filter_keyword(self, qs, name, value):
+        if not value:
+            return qs
+        return qs.filter(
+            Q(name__icontains=value) | Q(owner__username__icontains=value) | Q(virtual_cluster__name__icontains=value)
+        )
+
+    def filter_tags_contain(self, qs, name, value):
+        if not value:
+            return qs
+        return qs.filter(Exists(JobTag.objects.filter(job=OuterRef("pk"), name__in=value)))
+
+    def filter_tags_not_contain(self, qs, name, value):
+        if not value:
+            return qs
+        return qs.filter(~Exists(JobTag.objects.filter(job=OuterRef("pk"), name__in=value)))

@@ -1,0 +1,94 @@
+"""How many leaf cells (devices of a SKU) a task asks for, and whether a VC can hold the job.
+
+Kept free of Django so the scheduler engine can share `leaf_cells_for`.
+"""
+
+import math
+from dataclasses import dataclass
+
+from .errors import ProtocolError, at
+
+
+@dataclass(frozen=True)
+class Sku:
+    name: str
+    gpu: int
+    cpu: float
+    memory_mb: int
+
+
+def leaf_cells_for(sku, gpu, cpu, memory_mb):
+    """Leaf cells of `sku` one instance needs: enough devices for each of its resources."""
+    needs = [cpu / sku.cpu if sku.cpu else 0, memory_mb / sku.memory_mb if sku.memory_mb else 0]
+    if sku.gpu:
+        needs.append(gpu / sku.gpu)
+    return max(1, math.ceil(max(needs)))
+
+
+@dataclass(frozen=True)
+class TaskRolePlan:
+    sku: Sku
+    cells_per_instance: int
+    instances: int
+
+    @property
+    def cells(self):
+        return self.cells_per_instance * self.instances
+
+
+def plan_leaf_cells(document, vc_name, skus, guaranteed, gang):
+    """{task role: TaskRolePlan} for the job in a VC, or ProtocolError naming the numbers.
+
+    `skus`: the cluster's leaf cell types by name; `guaranteed`: the VC's leaf cells per
+    SKU name. A task with `gpu: 0` runs on a CPU SKU; without `skuType` the VC's SKU of
+    the right kind with the most cells is used.
+    """
+    hived = ((document.get("extras") or {}).get("hivedScheduler") or {}).get("taskRoles") or {}
+    held = {name: count for name, count in guaranteed.items() if count > 0 and name in skus}
+    offer = ", ".join(f"{name}: {count} leaf cells" for name, count in sorted(held.items())) or "no cells"
+    plans, errors = {}, []
+    for role, spec in document["taskRoles"].items():
+        resources = spec["resourcePerInstance"]
+        gpu, cpu, memory = resources["gpu"], resources["cpu"], resources["memoryMB"]
+        settings = hived.get(role) or {}
+        sku_name = settings.get("skuType")
+        if sku_name is not None:
+            path = ["extras", "hivedScheduler", "taskRoles", role, "skuType"]
+            if sku_name not in held:
+                errors.append(at(path, f"virtual cluster '{vc_name}' has no SKU '{sku_name}' (it has {offer})"))
+                continue
+            sku = skus[sku_name]
+            if gpu == 0 and sku.gpu:
+                errors.append(at(path, f"a CPU-only task (gpu: 0) needs a CPU SKU, and '{sku_name}' has "
+                                       f"{sku.gpu} GPU(s) per leaf cell"))
+                continue
+            if gpu > 0 and not sku.gpu:
+                errors.append(at(path, f"SKU '{sku_name}' has no GPU, and the task asks for {gpu}"))
+                continue
+        else:
+            kind = [skus[name] for name in held if bool(skus[name].gpu) == (gpu > 0)]
+            if not kind:
+                wanted = "GPU SKU" if gpu > 0 else "CPU SKU (gpu: 0)"
+                errors.append(at(["taskRoles", role], f"virtual cluster '{vc_name}' has no {wanted} "
+                                                      f"(it has {offer})"))
+                continue
+            sku = min(kind, key=lambda s: (-held[s.name], s.name))
+        per_instance = settings.get("skuNumber") or leaf_cells_for(sku, gpu, cpu, memory)
+        if per_instance > held[sku.name]:
+            errors.append(at(["taskRoles", role], f"one instance needs {per_instance} {sku.name} leaf cells, "
+                                                  f"more than virtual cluster '{vc_name}' holds "
+                                                  f"({held[sku.name]})"))
+            continue
+        plans[role] = TaskRolePlan(sku=sku, cells_per_instance=per_instance, instances=spec.get("instances", 1))
+    if not errors and gang:
+        needed = {}
+        for plan in plans.values():
+            needed[plan.sku.name] = needed.get(plan.sku.name, 0) + plan.cells
+        for name, count in sorted(needed.items()):
+            if count > held[name]:
+                errors.append(at(["taskRoles"], f"the job needs {count} {name} leaf cells at once (gang "
+                                                 f"allocation), more than virtual cluster '{vc_name}' holds "
+                                                 f"({held[name]})"))
+    if errors:
+        raise ProtocolError(errors)
+    return plans

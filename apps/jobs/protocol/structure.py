@@ -1,0 +1,88 @@
+"""Loading a job document and checking it against the JSON Schema."""
+
+import json
+import math
+
+import yaml
+from jsonschema import Draft202012Validator
+
+from .errors import ProtocolError, at
+from .schema import JOB_SCHEMA
+
+_VALIDATOR = Draft202012Validator(JOB_SCHEMA)
+# Integers beyond what the database stores would fail on insert, not here.
+_MAX_INT = 2**31 - 1
+
+
+def load(body):
+    """The job document from a YAML/JSON text or an already-decoded JSON object."""
+    if isinstance(body, bytes):
+        try:
+            body = body.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ProtocolError([f"body: is not UTF-8 text ({exc.reason} at byte {exc.start})"]) from None
+    if isinstance(body, str):
+        try:
+            document = yaml.safe_load(body)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+            problem = getattr(exc, "problem", None) or "syntax error"
+            raise ProtocolError([f"body: is not valid YAML{where}: {problem}"]) from None
+    else:
+        document = body
+    if not isinstance(document, dict):
+        raise ProtocolError(["body: must be a map (the job document)"])
+    # YAML may yield dates and non-string keys; the stored document is plain JSON.
+    try:
+        document = json.loads(json.dumps(document, default=str, allow_nan=False))
+    except ValueError:
+        raise ProtocolError(["body: numbers must be finite (no .nan or .inf)"]) from None
+    except RecursionError:
+        raise ProtocolError(["body: is nested too deeply"]) from None
+    errors = list(_unstorable(document, []))
+    if errors:
+        raise ProtocolError(errors)
+    return document
+
+
+def _unstorable(value, path):
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if "\x00" in key:
+                yield at(path, "keys must not contain NUL characters")
+            yield from _unstorable(item, path + [key])
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _unstorable(item, path + [index])
+    elif isinstance(value, str) and "\x00" in value:
+        yield at(path, "must not contain NUL characters")
+    elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > _MAX_INT:
+        yield at(path, f"must be between {-_MAX_INT} and {_MAX_INT}")
+    elif isinstance(value, float) and not math.isfinite(value):
+        yield at(path, "must be a finite number")
+
+
+def check_structure(document):
+    errors = []
+    for error in sorted(_VALIDATOR.iter_errors(document), key=lambda e: [str(p) for p in e.absolute_path]):
+        errors.extend(_describe(error))
+    if errors:
+        raise ProtocolError(list(dict.fromkeys(errors)))
+
+
+def _describe(error):
+    path = list(error.absolute_path)
+    schema = error.schema if isinstance(error.schema, dict) else {}
+    if error.validator == "required":
+        present = error.instance if isinstance(error.instance, dict) else {}
+        return [at(path + [key], "is required") for key in error.validator_value if key not in present]
+    if error.validator == "additionalProperties" and error.validator_value is False:
+        known = set(schema.get("properties", {}))
+        return [at(path + [key], "is not a field of the job protocol") for key in error.instance if key not in known]
+    if "propertyNames" in error.relative_schema_path:
+        # jsonschema reports a bad key at its map's path, with the key as the instance.
+        return [at(path + [error.instance], schema.get("x-message", error.message))]
+    if error.validator == "minItems" and "x-message" not in schema:
+        return [at(path, f"must have at least {error.validator_value} item(s)")]
+    return [at(path, schema.get("x-message", error.message))]

@@ -1,0 +1,201 @@
+"""Business actions on jobs: submit, stop, tag. Each is atomic and writes an audit row."""
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from apps.audit.services import record
+from apps.clusters.models import CellType
+from apps.clusters.topology import CellChains
+from apps.storage.models import StorageGrant
+from apps.virtualclusters.capacity import guaranteed_leaf_cells
+from apps.virtualclusters.models import VirtualCluster
+
+from .choices import COMPLETED_STATES, STOP_REQUESTED_EXIT_CODE, ExecutionType, JobState, JobSubState
+from .errors import ConflictJobError, ForbiddenUserError, InvalidParametersError, InvalidProtocolError
+from .errors import NoVirtualClusterError
+from .models import Job, JobSecret, JobTag, TaskAttempt
+from .protocol import ProtocolError, Sku, parse_job, plan_leaf_cells
+
+MAX_TAG_LENGTH = 255
+
+
+def default_virtual_cluster(user):
+    """The user's default VC: the first, by name, of the VCs granted to their groups."""
+    return VirtualCluster.objects.filter(grants__group__user=user).select_related("cluster").order_by("name").first()
+
+
+def _virtual_cluster_for(user, name):
+    if name is None:
+        vc = default_virtual_cluster(user)
+        if vc is None:
+            raise NoVirtualClusterError(
+                f"defaults.virtualCluster: not given, and user {user.get_username()} has no virtual cluster."
+            )
+        return vc
+    # Another tenant's VC answers as unknown: its existence does not leak.
+    vc = VirtualCluster.objects.visible_to(user).select_related("cluster").filter(name=name).first()
+    if vc is None:
+        raise NoVirtualClusterError(f"defaults.virtualCluster: virtual cluster {name} is not found.")
+    if not VirtualCluster.objects.usable_by(user).filter(pk=vc.pk).exists():
+        raise ForbiddenUserError(
+            f"defaults.virtualCluster: user {user.get_username()} is not allowed to submit to virtual cluster {name}."
+        )
+    return vc
+
+
+def _storages_for(user, asked):
+    """[{name, mountPath}] the job mounts: the ones asked for, else the user's default storages."""
+    grants = StorageGrant.objects.filter(group__user=user).select_related("storage")
+    if not asked:
+        defaults = {g.storage.name: g.storage for g in grants.filter(is_default=True)}
+        return [{"name": name, "mountPath": storage.mount_path} for name, storage in sorted(defaults.items())]
+    granted = set(grants.filter(storage__name__in=[s["name"] for s in asked]).values_list("storage__name", flat=True))
+    errors = [
+        f"extras.storages[{i}].name: no storage named '{s['name']}' is granted to you"
+        for i, s in enumerate(asked) if s["name"] not in granted
+    ]
+    if errors:
+        raise InvalidProtocolError(errors)
+    return [{"name": s["name"], "mountPath": s["mountPath"]} for s in asked]
+
+
+def submit_job(user, body):
+    """Check a job document against the protocol and the VC, and queue the job.
+
+    Returns (job, warnings). The job waits in `AttemptCreationPending` with no attempt
+    until the scheduler places it.
+    """
+    try:
+        parsed = parse_job(body)
+    except ProtocolError as exc:
+        raise InvalidProtocolError(exc.errors) from None
+    vc = _virtual_cluster_for(user, parsed.virtual_cluster)
+    chains = CellChains(list(CellType.objects.filter(cluster_id=vc.cluster_id)))
+    skus = {ct.name: Sku(ct.name, ct.gpu, ct.cpu, ct.memory_mb) for ct in chains.by_id.values() if ct.is_leaf}
+    try:
+        plans = plan_leaf_cells(parsed.spec, vc.name, skus, guaranteed_leaf_cells(vc, chains),
+                                parsed.gang_allocation)
+    except ProtocolError as exc:
+        raise InvalidProtocolError(exc.errors) from None
+    storages = _storages_for(user, parsed.storages)
+
+    task_roles = parsed.task_roles()
+    leaf_cells = {}
+    for plan in plans.values():
+        leaf_cells[plan.sku.name] = leaf_cells.get(plan.sku.name, 0) + plan.cells
+    launch = {
+        "taskRoles": {
+            role: {
+                "image": _image_of(parsed.spec, spec["dockerImage"]),
+                "commands": parsed.commands[role],
+                "sku": plans[role].sku.name,
+                "leafCellsPerInstance": plans[role].cells_per_instance,
+            }
+            for role, spec in task_roles.items()
+        },
+        "storages": storages,
+    }
+    job = Job(
+        owner=user,
+        tenant_id=vc.tenant_id,
+        virtual_cluster=vc,
+        name=parsed.name,
+        protocol_text=parsed.protocol_text,
+        spec=parsed.spec,
+        launch=launch,
+        warnings=parsed.warnings,
+        priority_class=parsed.priority_class,
+        priority=parsed.priority,
+        gang_allocation=parsed.gang_allocation,
+        job_retry_count=parsed.job_retry_count,
+        total_gpu=sum(s["resourcePerInstance"]["gpu"] * s["instances"] for s in task_roles.values()),
+        total_tasks=sum(s["instances"] for s in task_roles.values()),
+        total_task_roles=len(task_roles),
+        cell_cpu=sum(p.sku.cpu * p.cells for p in plans.values()),
+        cell_memory_mb=sum(p.sku.memory_mb * p.cells for p in plans.values()),
+        cell_gpu=sum(p.sku.gpu * p.cells for p in plans.values()),
+        leaf_cells=leaf_cells,
+    )
+    try:
+        with transaction.atomic():
+            job.save()
+            if parsed.secrets or parsed.image_auth:
+                JobSecret.objects.create(job=job, values=parsed.secrets, image_auth=parsed.image_auth)
+            record(user, "job.submit", job, changes={
+                "virtualCluster": vc.name, "priorityClass": parsed.priority_class, "leafCells": leaf_cells,
+            })
+    except IntegrityError:
+        if Job.objects.filter(owner=user, name=parsed.name).exists():
+            raise ConflictJobError(f"name: job {parsed.name} already exists for user {user.get_username()}.") from None
+        raise
+    return job, parsed.warnings
+
+
+def _image_of(spec, prerequisite_name):
+    for item in spec.get("prerequisites") or []:
+        if item["type"] == "dockerimage" and item["name"] == prerequisite_name:
+            return item["uri"]
+    return None
+
+
+@transaction.atomic
+def set_execution_type(user, job, value):
+    """START or STOP a job (OpenPAI's executionType). Returns the job as it now is."""
+    if value not in ExecutionType.values:
+        raise InvalidParametersError("value: must be START or STOP")
+    job = Job.objects.select_for_update().get(pk=job.pk)
+    if value == job.execution_type or job.state in COMPLETED_STATES:
+        return job
+    if value == ExecutionType.START:
+        raise InvalidParametersError(
+            f"value: job {job.name} was stopped; pai does not restart a stopped job, submit it again instead."
+        )
+    before = {"state": job.state, "subState": job.sub_state, "executionType": job.execution_type}
+    job.execution_type = ExecutionType.STOP
+    has_pods = TaskAttempt.objects.filter(task__job_attempt__job=job).exclude(pod_name="").exists()
+    if has_pods:
+        # The worker deletes the pods and completes the stop.
+        job.state, job.sub_state = JobState.STOPPING, JobSubState.ATTEMPT_DELETION_PENDING
+    else:
+        now = timezone.now()
+        job.state, job.sub_state = JobState.STOPPED, JobSubState.COMPLETED
+        job.app_exit_code = STOP_REQUESTED_EXIT_CODE
+        job.completed_at = now
+        job.placement = None
+        job.queue_position = None
+        job.wait_reason = ""
+        job.attempts.filter(completed_at__isnull=True).update(
+            state=JobState.STOPPED, sub_state=JobSubState.COMPLETED, completed_at=now,
+            exit_code=STOP_REQUESTED_EXIT_CODE,
+        )
+    job.save()
+    record(user, "job.stop", job, changes={
+        "before": before, "after": {"state": job.state, "subState": job.sub_state, "executionType": job.execution_type},
+    })
+    return job
+
+
+def _clean_tag(value):
+    if not isinstance(value, str) or not value.strip():
+        raise InvalidParametersError("value: must be a non-empty string")
+    if len(value) > MAX_TAG_LENGTH:
+        raise InvalidParametersError(f"value: must be at most {MAX_TAG_LENGTH} characters")
+    if "\x00" in value:
+        raise InvalidParametersError("value: must not contain NUL characters")
+    return value
+
+
+@transaction.atomic
+def add_tag(user, job, value):
+    value = _clean_tag(value)
+    _, created = JobTag.objects.get_or_create(job=job, name=value)
+    if created:
+        record(user, "job.tag.add", job, changes={"tag": value})
+
+
+@transaction.atomic
+def remove_tag(user, job, value):
+    value = _clean_tag(value)
+    deleted, _ = JobTag.objects.filter(job=job, name=value).delete()
+    if deleted:
+        record(user, "job.tag.remove", job, changes={"tag": value})
