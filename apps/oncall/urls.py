@@ -1,2 +1,14 @@
+from django.urls import path
+
+from . import views
+
 app_name = "oncall"
-urlpatterns = []
+urlpatterns = [
+    path("", views.incident_list, name="incident-list"),
+    path("incidents/new/", views.incident_new, name="incident-new"),
+    path("incidents/<int:pk>/", views.incident_detail, name="incident-detail"),
+    path("incidents/<int:pk>/<str:action>/", views.incident_action, name="incident-action"),
+    path("follow-ups/<int:pk>/done/", views.follow_up_done, name="follow-up-done"),
+    path("rotations/", views.rotation_calendar, name="rotations"),
+    path("dashboard/", views.sla_dashboard, name="dashboard"),
+]

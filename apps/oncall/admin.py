@@ -1,0 +1,182 @@
+"""On-call data in the Django admin, for platform admins only.
+
+Incidents change state only through the services (pages and API); here their state and
+timeline are read-only, while rotations, SLA rows, calendars and routing rules are
+edited as data.
+"""
+
+from django import forms
+from django.contrib import admin
+
+from apps.accounts.roles import is_platform_admin
+
+from .choices import Severity, Weekday
+from .models import (
+    Alert,
+    AlertRoute,
+    FollowUp,
+    Holiday,
+    Incident,
+    MonitoringCalendar,
+    Notification,
+    Rotation,
+    RotationMember,
+    RotationOverride,
+    SlaPolicy,
+    TimelineEntry,
+)
+
+
+class PlatformAdminOnly:
+    def has_module_permission(self, request):
+        return is_platform_admin(request.user)
+
+    def has_view_permission(self, request, obj=None):
+        return is_platform_admin(request.user)
+
+    def has_add_permission(self, request, *args):
+        return is_platform_admin(request.user)
+
+    def has_change_permission(self, request, obj=None):
+        return is_platform_admin(request.user)
+
+    def has_delete_permission(self, request, obj=None):
+        return is_platform_admin(request.user)
+
+
+class ReadOnly(PlatformAdminOnly):
+    def has_add_permission(self, request, *args):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+class RotationMemberInline(PlatformAdminOnly, admin.TabularInline):
+    model = RotationMember
+    extra = 1
+    autocomplete_fields = ["user"]
+
+
+class RotationOverrideInline(PlatformAdminOnly, admin.TabularInline):
+    model = RotationOverride
+    fk_name = "rotation"
+    extra = 0
+    autocomplete_fields = ["user", "replaces"]
+
+
+@admin.register(Rotation)
+class RotationAdmin(PlatformAdminOnly, admin.ModelAdmin):
+    list_display = ["name", "tenant", "timezone", "handoff_weekday", "handoff_time", "shift_days", "dris_per_shift", "active"]
+    list_filter = ["active", "tenant"]
+    search_fields = ["name"]
+    inlines = [RotationMemberInline, RotationOverrideInline]
+
+    def get_queryset(self, request):
+        return Rotation.objects.visible_to(request.user).select_related("tenant")
+
+
+class MonitoringCalendarForm(forms.ModelForm):
+    weekdays = forms.TypedMultipleChoiceField(choices=Weekday.choices, coerce=int, widget=forms.CheckboxSelectMultiple)
+
+    class Meta:
+        model = MonitoringCalendar
+        fields = "__all__"
+
+
+class HolidayInline(PlatformAdminOnly, admin.TabularInline):
+    model = Holiday
+    extra = 1
+
+
+@admin.register(MonitoringCalendar)
+class MonitoringCalendarAdmin(PlatformAdminOnly, admin.ModelAdmin):
+    form = MonitoringCalendarForm
+    list_display = ["name", "timezone", "start_time", "end_time"]
+    inlines = [HolidayInline]
+
+
+class SlaPolicyForm(forms.ModelForm):
+    severities = forms.TypedMultipleChoiceField(choices=Severity.choices, coerce=int, widget=forms.CheckboxSelectMultiple)
+
+    class Meta:
+        model = SlaPolicy
+        fields = "__all__"
+
+
+@admin.register(SlaPolicy)
+class SlaPolicyAdmin(PlatformAdminOnly, admin.ModelAdmin):
+    form = SlaPolicyForm
+    list_display = ["name", "severities", "cluster_class", "ack_within", "update_every", "escalate_after", "calendar", "position"]
+    list_editable = ["position"]
+
+
+@admin.register(AlertRoute)
+class AlertRouteAdmin(PlatformAdminOnly, admin.ModelAdmin):
+    list_display = ["name", "position", "severity", "cluster", "auto_mitigate", "active"]
+    list_filter = ["active", "severity"]
+
+
+class TimelineInline(ReadOnly, admin.TabularInline):
+    model = TimelineEntry
+    fields = ["created_at", "actor_name", "kind", "from_status", "to_status", "message"]
+    readonly_fields = fields
+    extra = 0
+
+
+class FollowUpInline(PlatformAdminOnly, admin.TabularInline):
+    model = FollowUp
+    extra = 0
+    fields = ["title", "owner", "due_date", "link", "done"]
+    autocomplete_fields = ["owner"]
+
+
+class AlertInline(ReadOnly, admin.TabularInline):
+    model = Alert
+    fields = ["fingerprint", "status", "labels", "starts_at", "ends_at"]
+    readonly_fields = fields
+    extra = 0
+
+
+@admin.register(Incident)
+class IncidentAdmin(PlatformAdminOnly, admin.ModelAdmin):
+    list_display = ["id", "title", "severity", "status", "source", "cluster", "triggered_at", "ack_deadline"]
+    list_filter = ["status", "severity", "source", "cluster_class"]
+    search_fields = ["title", "description"]
+    readonly_fields = [
+        "status", "source", "severity", "proposed_severity", "severity_confirmed", "cluster_class", "reporter",
+        "triggered_at", "acknowledged_at", "acknowledged_by", "mitigated_at", "resolved_at", "closed_at",
+        "last_update_at", "sla", "ack_deadline", "next_update_deadline", "ack_breached_at", "update_breached_at",
+        "update_breaches", "reviewed_at",
+    ]
+    autocomplete_fields = ["assignees"]
+    inlines = [FollowUpInline, AlertInline, TimelineInline]
+
+    def get_queryset(self, request):
+        return Incident.objects.visible_to(request.user).select_related("cluster")
+
+    def has_add_permission(self, request, *args):
+        # Incidents open through reports, alerts and the API, where the SLA is applied.
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(Alert)
+class AlertAdmin(ReadOnly, admin.ModelAdmin):
+    list_display = ["__str__", "status", "incident", "starts_at", "ends_at", "last_seen"]
+    list_filter = ["status"]
+
+    def get_queryset(self, request):
+        return Alert.objects.visible_to(request.user).select_related("incident")
+
+
+@admin.register(Notification)
+class NotificationAdmin(ReadOnly, admin.ModelAdmin):
+    list_display = ["key", "kind", "subject", "sent_at"]
+    list_filter = ["kind"]
+    search_fields = ["key", "subject"]

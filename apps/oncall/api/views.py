@@ -1,0 +1,202 @@
+import hmac
+from contextlib import contextmanager
+from datetime import timedelta
+
+from django.conf import settings
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.utils import timezone
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.permissions import AllowAny
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from pai.api.errors import ApiError, ConflictError, ForbiddenError
+
+from .. import services
+from ..filters import IncidentFilter
+from ..models import Incident, Rotation
+from . import serializers as s
+
+
+@contextmanager
+def service_errors():
+    """Service exceptions as API errors: bad input 400, not allowed 403, wrong state 409."""
+    try:
+        yield
+    except ValidationError as exc:
+        raise serializers.ValidationError(exc.message_dict if hasattr(exc, "error_dict") else exc.messages) from None
+    except PermissionDenied as exc:
+        raise ForbiddenError(str(exc) or "Permission denied.") from None
+    except services.TransitionRefused as exc:
+        raise ConflictError(str(exc), code="IncidentStateError") from None
+
+
+@extend_schema(tags=["incidents"])
+class IncidentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.CreateModelMixin, viewsets.GenericViewSet):
+    """Incidents: DRIs and platform admins see all, other users the ones they reported or are assigned."""
+
+    filterset_class = IncidentFilter
+    serializer_class = s.IncidentSerializer
+
+    def get_queryset(self):
+        queryset = (
+            Incident.objects.visible_to(self.request.user)
+            .select_related("cluster", "reporter", "acknowledged_by", "rotation")
+            .prefetch_related("assignees")
+        )
+        if self.action == "retrieve":
+            queryset = queryset.prefetch_related("timeline", "follow_ups__owner")
+        return queryset
+
+    def get_serializer_class(self):
+        if self.action == "retrieve":
+            return s.IncidentDetailSerializer
+        return s.IncidentSerializer
+
+    def _respond(self, incident, code=status.HTTP_200_OK):
+        incident = self.get_queryset().prefetch_related("timeline", "follow_ups__owner").get(pk=incident.pk)
+        return Response(s.IncidentDetailSerializer(incident).data, status=code)
+
+    @extend_schema(request=s.IncidentCreateSerializer, responses={201: s.IncidentDetailSerializer},
+                   description="Open an incident. A user's severity is a proposal a DRI confirms; a DRI's stands.")
+    def create(self, request, *args, **kwargs):
+        data = s.IncidentCreateSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        with service_errors():
+            incident = services.report_incident(request.user, **data.validated_data)
+        return self._respond(incident, status.HTTP_201_CREATED)
+
+    def _act(self, request, fn, serializer_class=None, **extra):
+        incident = self.get_object()
+        kwargs = dict(extra)
+        if serializer_class is not None:
+            data = serializer_class(data=request.data)
+            data.is_valid(raise_exception=True)
+            kwargs.update(data.validated_data)
+        with service_errors():
+            fn(incident, request.user, **kwargs)
+        return self._respond(incident)
+
+    @extend_schema(request=None, responses=s.IncidentDetailSerializer)
+    @action(detail=True, methods=["post"])
+    def acknowledge(self, request, pk=None):
+        return self._act(request, services.acknowledge)
+
+    @extend_schema(request=s.UpdateSerializer, responses=s.IncidentDetailSerializer)
+    @action(detail=True, methods=["post"], url_path="update")
+    def post_update(self, request, pk=None):
+        return self._act(request, services.post_update, s.UpdateSerializer)
+
+    @extend_schema(request=s.MessageSerializer, responses=s.IncidentDetailSerializer)
+    @action(detail=True, methods=["post"])
+    def mitigate(self, request, pk=None):
+        return self._act(request, services.mitigate, s.MessageSerializer)
+
+    @extend_schema(request=s.MessageSerializer, responses=s.IncidentDetailSerializer)
+    @action(detail=True, methods=["post"])
+    def resolve(self, request, pk=None):
+        return self._act(request, services.resolve, s.MessageSerializer)
+
+    @extend_schema(request=s.ReviewSerializer, responses=s.IncidentDetailSerializer)
+    @action(detail=True, methods=["post"])
+    def review(self, request, pk=None):
+        return self._act(request, services.record_review, s.ReviewSerializer)
+
+    @extend_schema(request=None, responses=s.IncidentDetailSerializer, description="Close: the review is done.")
+    @action(detail=True, methods=["post"])
+    def close(self, request, pk=None):
+        return self._act(request, services.close)
+
+    @extend_schema(request=s.SeveritySerializer, responses=s.IncidentDetailSerializer)
+    @action(detail=True, methods=["post"], url_path="confirm-severity")
+    def confirm_severity(self, request, pk=None):
+        return self._act(request, services.confirm_severity, s.SeveritySerializer)
+
+
+@extend_schema(tags=["rotations"])
+class RotationViewSet(viewsets.ReadOnlyModelViewSet):
+    """On-call rotations: the platform's (visible to everyone) and your teams'."""
+
+    serializer_class = s.RotationSerializer
+
+    def get_queryset(self):
+        return Rotation.objects.visible_to(self.request.user).select_related("tenant").prefetch_related("members__user")
+
+    @extend_schema(
+        parameters=[OpenApiParameter("count", int, description="How many shifts (default 8, at most 104).")],
+        responses=s.ShiftSerializer(many=True),
+    )
+    @action(detail=True, methods=["get"])
+    def shifts(self, request, pk=None):
+        try:
+            count = int(request.query_params.get("count", 8))
+        except ValueError:
+            raise ApiError("count: expected a whole number.") from None
+        if not 1 <= count <= 104:
+            raise ApiError("count: between 1 and 104.")
+        return Response(s.ShiftSerializer(services.upcoming_shifts(self.get_object(), count), many=True).data)
+
+    @extend_schema(
+        parameters=[OpenApiParameter("days", int, description="The period: the last N days (default 90, at most 730).")],
+        responses=s.FairShareSerializer(many=True),
+    )
+    @action(detail=True, methods=["get"], url_path="fair-share")
+    def fair_share(self, request, pk=None):
+        try:
+            days = int(request.query_params.get("days", 90))
+        except ValueError:
+            raise ApiError("days: expected a whole number.") from None
+        if not 1 <= days <= 730:
+            raise ApiError("days: between 1 and 730.")
+        end = timezone.now()
+        rows = services.fair_share(self.get_object(), end - timedelta(days=days), end)
+        data = [{"username": user.get_username(), "shifts": shifts, "hours": hours} for user, shifts, hours in rows]
+        return Response(s.FairShareSerializer(data, many=True).data)
+
+
+@extend_schema(tags=["rotations"], responses=s.OnCallNowSerializer(many=True))
+class OnCallNowView(APIView):
+    """Who is on call now, per visible rotation."""
+
+    def get(self, request):
+        rows = services.on_call(rotations=Rotation.objects.visible_to(request.user).select_related("tenant"))
+        data = [
+            {"rotation": rotation.name, "tenant": rotation.tenant.slug if rotation.tenant else None, "dris": users}
+            for rotation, users in rows
+        ]
+        return Response(s.OnCallNowSerializer(data, many=True).data)
+
+
+@extend_schema(tags=["alerts"], responses=s.AlertSerializer(many=True))
+class AlertListView(APIView):
+    """OpenPAI's `GET /api/v2/alerts`: firing alerts; users see only those about their own jobs."""
+
+    def get(self, request):
+        return Response(s.AlertSerializer(services.firing_alerts_for(request.user), many=True).data)
+
+
+@extend_schema(
+    tags=["alerts"],
+    request={"application/json": {"type": "object", "description": "Alertmanager's webhook payload (version 4)."}},
+    responses=s.WebhookResultSerializer,
+    description="Alertmanager webhook receiver. Authenticate with `Authorization: Bearer $PAI_ALERTMANAGER_TOKEN`. "
+    "Alerts of one Alertmanager group (its groupKey) join one open incident.",
+)
+class AlertWebhookView(APIView):
+    authentication_classes = []
+    permission_classes = [AllowAny]
+
+    def post(self, request):
+        token = settings.PAI_ALERTMANAGER_TOKEN
+        if not token:
+            raise ForbiddenError("Alert intake is disabled: set PAI_ALERTMANAGER_TOKEN.")
+        scheme, _, given = request.headers.get("Authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), token.encode()):
+            raise ApiError("Missing or wrong bearer token.", code="UnauthorizedUserError", status_code=401)
+        with service_errors():
+            incident = services.ingest_alertmanager(request.data)
+        return Response(
+            {"incident": incident.pk if incident else None, "status": incident.status if incident else None}
+        )

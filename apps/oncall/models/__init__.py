@@ -1,0 +1,21 @@
+from .alert import Alert, AlertRoute
+from .calendar import Holiday, MonitoringCalendar
+from .incident import FollowUp, Incident, TimelineEntry
+from .notification import Notification
+from .rotation import Rotation, RotationMember, RotationOverride
+from .sla import SlaPolicy
+
+__all__ = [
+    "Alert",
+    "AlertRoute",
+    "FollowUp",
+    "Holiday",
+    "Incident",
+    "MonitoringCalendar",
+    "Notification",
+    "Rotation",
+    "RotationMember",
+    "RotationOverride",
+    "SlaPolicy",
+    "TimelineEntry",
+]

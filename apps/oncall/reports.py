@@ -1,0 +1,89 @@
+"""SLA figures for the dashboard: MTTA, MTTR and breach rate, grouped several ways."""
+
+from collections import defaultdict
+from datetime import timedelta
+
+from django.utils import timezone
+
+from apps.clusters.choices import ClusterClass
+
+from .choices import Severity
+
+GROUPINGS = [
+    ("severity", "Severity"),
+    ("cluster_class", "Cluster class"),
+    ("dri", "DRI"),
+    ("week", "Week"),
+]
+
+
+def _key(incident, grouping):
+    if grouping == "severity":
+        return f"Sev {incident.severity}"
+    if grouping == "cluster_class":
+        return ClusterClass(incident.cluster_class).label if incident.cluster_class else "No cluster"
+    if grouping == "dri":
+        return incident.acknowledged_by.get_username() if incident.acknowledged_by else "(not acknowledged)"
+    year, week, _ = timezone.localtime(incident.triggered_at).isocalendar()
+    return f"{year}-W{week:02d}"
+
+
+def _minutes(deltas):
+    return round(sum(d.total_seconds() for d in deltas) / 60 / len(deltas), 1) if deltas else None
+
+
+def sla_report(incidents):
+    """{grouping: [{label, count, mtta, mttr, breach_rate}]}: minutes (wall clock) and percent."""
+    incidents = list(incidents)
+    report = {}
+    for grouping, _ in GROUPINGS:
+        buckets = defaultdict(list)
+        for incident in incidents:
+            buckets[_key(incident, grouping)].append(incident)
+        if grouping == "severity":
+            order = [f"Sev {v}" for v in Severity.values]
+        else:
+            order = sorted(buckets)
+        rows = []
+        for label in order:
+            group = buckets.get(label, [])
+            if not group:
+                continue
+            acked = [i.acknowledged_at - i.triggered_at for i in group if i.acknowledged_at]
+            resolved = [i.resolved_at - i.triggered_at for i in group if i.resolved_at]
+            with_sla = [i for i in group if i.sla]
+            breached = sum(1 for i in with_sla if i.breached)
+            rows.append({
+                "label": label,
+                "count": len(group),
+                "mtta": _minutes(acked),
+                "mttr": _minutes(resolved),
+                "breach_rate": round(100 * breached / len(with_sla), 1) if with_sla else None,
+            })
+        report[grouping] = rows
+    return report
+
+
+def bar_chart(rows, metric, *, width=360, bar_height=18, gap=6, label_width=130):
+    """Geometry for an inline SVG bar chart of one metric: no script, no external assets."""
+    values = [r[metric] for r in rows if r[metric] is not None]
+    top = max(values) if values else 0
+    span = width - label_width - 60
+    bars = []
+    for index, row in enumerate(rows):
+        value = row[metric]
+        length = 0 if not top or value is None else max(1, round(span * value / top))
+        y = index * (bar_height + gap)
+        bars.append({
+            "label": row["label"], "value": value, "y": y, "text_y": y + bar_height - 5,
+            "x": label_width, "width": length, "value_x": label_width + length + 4,
+        })
+    return {
+        "bars": bars, "width": width, "height": max(1, len(rows)) * (bar_height + gap),
+        "bar_height": bar_height, "label_width": label_width,
+    }
+
+
+def default_period(now=None, weeks=12):
+    now = now or timezone.now()
+    return now - timedelta(weeks=weeks), now

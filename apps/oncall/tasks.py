@@ -1,0 +1,39 @@
+"""django-q2 entry points and the schedules that run them."""
+
+from django.db import transaction
+
+from . import services
+
+SCHEDULES = {
+    # name: (function, every N minutes)
+    "oncall.sla_sweep": ("apps.oncall.tasks.sla_sweep", 1),
+    "oncall.rotation_handoffs": ("apps.oncall.tasks.rotation_handoffs", 5),
+}
+
+
+def sla_sweep():
+    return services.run_sla_sweep()
+
+
+def rotation_handoffs():
+    return services.send_handoffs()
+
+
+def ensure_schedules():
+    """Create or correct the on-call schedules by name; running it again changes nothing."""
+    from django_q.models import Schedule
+
+    with transaction.atomic():
+        for name, (func, minutes) in SCHEDULES.items():
+            schedule = Schedule.objects.filter(name=name).first()
+            if schedule is None:
+                Schedule.objects.create(
+                    name=name, func=func, schedule_type=Schedule.MINUTES, minutes=minutes, repeats=-1
+                )
+            elif (schedule.func, schedule.schedule_type, schedule.minutes, schedule.repeats) != (
+                func, Schedule.MINUTES, minutes, -1,
+            ):
+                schedule.func, schedule.schedule_type, schedule.minutes, schedule.repeats = (
+                    func, Schedule.MINUTES, minutes, -1,
+                )
+                schedule.save()
