@@ -52,6 +52,21 @@ def _unblocked_idle(node: Node, cell: Cell, blocked: Blocked) -> int:
     return cell.idle - sum(1 for d in reserved if start <= d < end and node.jobs[d] is None)
 
 
+def _region_level(chain: Chain, room: int) -> int:
+    """The smallest level above the node level whose cells hold ``room`` leaves."""
+    for level in range(chain.node_level + 1, chain.top_level + 1):
+        if chain.leaves[level] >= room:
+            return level
+    return chain.top_level
+
+
+def _region_short(cell: Cell, level: int, room: int) -> bool:
+    """Whether the cell's ancestor at ``level`` has fewer than ``room`` idle leaves."""
+    up = cell.up
+    region = up[min(level - cell.level, len(up) - 1)]
+    return region.idle < room
+
+
 def _lca_level(anchor: Cell | None, node: Node) -> int:
     if anchor is None:
         return 0
@@ -84,10 +99,11 @@ class Placer:
     # --- guaranteed pods ----------------------------------------------------------
 
     def _best_in_bindings(
-        self, vc: VcState, chain: Chain, need: PodNeed, want: int, gang: list[Node], anchor: Cell | None,
-        blocked: Blocked,
+        self, vc: VcState, chain: Chain, need: PodNeed, want: int, room: int, gang: list[Node],
+        anchor: Cell | None, blocked: Blocked,
     ) -> tuple[Node, Binding] | None:
         k = need.leaf_cells
+        region = _region_level(chain, room)
         if need.pinned_cell is not None:
             candidates = [vc.pinned[need.pinned_cell]]
         else:
@@ -111,6 +127,7 @@ class Placer:
                 key = (
                     node not in gang,
                     _lca_level(anchor, node),
+                    room > 0 and _region_short(node.cell, region, room),
                     free < want,
                     b.borrowed,
                     free - k,
@@ -129,12 +146,15 @@ class Placer:
         return any(n.healthy and _unblocked_idle(n, n.cell, blocked) >= k for n in cell.nodes)
 
     def _search_free(
-        self, chain: Chain, level: int, k: int, anchor: Cell | None, blocked: Blocked, clean: bool
+        self, chain: Chain, level: int, k: int, anchor: Cell | None, blocked: Blocked, clean: bool, room: int
     ) -> Cell | None:
         floor = max(k, chain.leaves[level]) if clean else k
+        region = _region_level(chain, room) if room else 0
 
         def dfs(cell: Cell, skip: Cell | None) -> Cell | None:
             if cell.free_below[level] == 0 or cell.idle < floor:
+                return None
+            if cell.level == region and cell.idle < room:
                 return None
             if cell.level == level:
                 if cell.free and (not clean or cell.idle == cell.leaves) and self._usable(cell, k, blocked):
@@ -170,21 +190,26 @@ class Placer:
             cell = min(fitting, key=lambda c: (c.idle != c.leaves, c.id))
         return cell
 
-    def find_free_cell(self, chain: Chain, level: int, k: int, anchor: Cell | None, blocked: Blocked) -> Cell | None:
+    def find_free_cell(
+        self, chain: Chain, level: int, k: int, anchor: Cell | None, blocked: Blocked, room: int = 0
+    ) -> Cell | None:
         """A free cell of ``level`` with ``k`` usable devices on one node, or one carved
-        out of the smallest free ancestor; cells without any running pod first."""
-        for clean in (True, False):
-            for m in range(level, chain.top_level + 1):
-                if chain.free_count[m] == 0:
-                    continue
-                found = self._search_free(chain, m, k, anchor, blocked, clean)
-                if found is not None:
-                    return self._descend(found, level, k, blocked) if m > level else found
+        out of the smallest free ancestor; cells without any running pod first. With
+        ``room`` (the first pod of a multi-pod gang), first only inside a region with
+        that many idle leaves, so the rest of the gang can follow close by."""
+        for region_room in (room, 0) if room else (0,):
+            for clean in (True, False):
+                for m in range(level, chain.top_level + 1):
+                    if chain.free_count[m] == 0:
+                        continue
+                    found = self._search_free(chain, m, k, anchor, blocked, clean, region_room)
+                    if found is not None:
+                        return self._descend(found, level, k, blocked) if m > level else found
         return None
 
     def _bind_new(
         self, vc: VcState, chain: Chain, k: int, anchor: Cell | None, lenders: list[VcState] | None,
-        blocked: Blocked,
+        blocked: Blocked, room: int,
     ) -> Binding | None:
         """Bind a new virtual cell of ``vc`` (or, with ``lenders``, of a lender) for ``k``
         devices, keeping the safety invariant."""
@@ -215,7 +240,7 @@ class Placer:
             if level in tried_levels:
                 continue
             tried_levels.add(level)
-            cell = self.find_free_cell(chain, level, k, anchor, blocked)
+            cell = self.find_free_cell(chain, level, k, anchor, blocked, room)
             if cell is None:
                 continue
             mark = self.topology.mark()
@@ -235,14 +260,16 @@ class Placer:
             gang: list[Node] = []
             anchor: Cell | None = None
             remaining = sum(p.leaf_cells for p in pods)
+            multi = len(pods) > 1
             for need in pods:
                 k = need.leaf_cells
                 want = remaining if not gang and remaining <= chain.node_size else k
-                spot = self._best_in_bindings(vc, chain, need, want, gang, anchor, blocked)
+                room = remaining if multi and not gang else 0
+                spot = self._best_in_bindings(vc, chain, need, want, room, gang, anchor, blocked)
                 if spot is None and need.pinned_cell is None:
-                    binding = self._bind_new(vc, chain, k, anchor, None, blocked)
+                    binding = self._bind_new(vc, chain, k, anchor, None, blocked, room)
                     if binding is None and lenders:
-                        binding = self._bind_new(vc, chain, k, anchor, lenders, blocked)
+                        binding = self._bind_new(vc, chain, k, anchor, lenders, blocked, room)
                     if binding is not None:
                         spot = self._best_in_bindings_of(binding, chain, k, gang, anchor, blocked)
                 if spot is None:
