@@ -55,6 +55,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "django_filters",
     "drf_spectacular",
+    "drf_spectacular_sidecar",
     "guardian",
     "django_q",
     "apps.audit",
@@ -191,8 +192,13 @@ PAI_PUBLIC_URL = env("PAI_PUBLIC_URL", "http://127.0.0.1:8000")
 PAI_ALERTMANAGER_TOKEN = env("PAI_ALERTMANAGER_TOKEN", "")  # bearer secret of the Alertmanager webhook; empty disables it
 
 # --- REST API -------------------------------------------------------------------------
+PAI_THROTTLE_API = env("PAI_THROTTLE_API", "600/min")
+PAI_THROTTLE_JOB_SUBMIT = env("PAI_THROTTLE_JOB_SUBMIT", "60/hour")
+PAI_THROTTLE_JOB_LIST = env("PAI_THROTTLE_JOB_LIST", "60/min")
 REST_FRAMEWORK = {
+    # Bearer first: an unauthenticated request then gets 401 with WWW-Authenticate, as in OpenPAI.
     "DEFAULT_AUTHENTICATION_CLASSES": [
+        "pai.api.authentication.BearerTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["rest_framework.permissions.IsAuthenticated"],
@@ -201,12 +207,35 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 100,
     "EXCEPTION_HANDLER": "pai.api.errors.exception_handler",
+    # OpenPAI's limits: 600 requests a minute per client on every route; per user, 60 job
+    # submissions an hour and 60 job lists a minute (the jobs views' scoped throttles).
+    # Counters live in the default cache.
+    "DEFAULT_THROTTLE_CLASSES": [
+        "rest_framework.throttling.AnonRateThrottle",
+        "rest_framework.throttling.UserRateThrottle",
+    ],
+    "DEFAULT_THROTTLE_RATES": {
+        "anon": PAI_THROTTLE_API,
+        "user": PAI_THROTTLE_API,
+        "job_submit": PAI_THROTTLE_JOB_SUBMIT,
+        "job_list": PAI_THROTTLE_JOB_LIST,
+    },
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "pai REST API",
-    "DESCRIPTION": "OpenPAI-compatible REST API v2 and pai-native routes.",
+    "DESCRIPTION": "OpenPAI-compatible REST API v2 (same paths, fields and error bodies as OpenPAI's REST "
+    "server, so OpenPAI clients work unchanged) and pai-native routes (DRF conventions: plural nouns, "
+    "`limit`/`offset` pagination, filters, `?ordering=`). Authenticate with `Authorization: Bearer <token>` "
+    "(POST /api/v2/authn/basic/login) or a browser session. Errors: `{\"code\": \"<OpenPAI error name>\", "
+    "\"message\": \"...\"}`.",
     "VERSION": "2.0.0",
     "SERVE_INCLUDE_SCHEMA": False,
+    "SCHEMA_PATH_PREFIX": r"/api/v2",
+    "COMPONENT_SPLIT_REQUEST": True,
+    # The Swagger UI's assets come from the drf-spectacular-sidecar package, not a CDN.
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
 }
 
 # --- Worker (django-q2) ---------------------------------------------------------------

@@ -1,5 +1,7 @@
+from django.conf import settings
 from django.contrib.auth import models as auth_models
 from django.db import models
+from django.utils import timezone
 
 from apps.tenants.querysets import TenantOwnedQuerySet
 
@@ -47,3 +49,45 @@ class Group(auth_models.Group):
 
     def __str__(self):
         return self.name
+
+
+class ApiTokenQuerySet(models.QuerySet):
+    def live(self, now=None):
+        now = now or timezone.now()
+        return self.filter(models.Q(expires_at__isnull=True) | models.Q(expires_at__gt=now))
+
+
+class ApiToken(models.Model):
+    """A bearer token of the OpenPAI API: a login token (expires) or an application token (does not).
+
+    Only a SHA-256 digest of the token is stored; `prefix`, the token's first characters,
+    finds the row and names the token in listings without revealing it.
+    """
+
+    PREFIX_LENGTH = 12
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    prefix = models.CharField(max_length=PREFIX_LENGTH, db_index=True)
+    digest = models.CharField(max_length=64, unique=True)
+    application = models.BooleanField(default=False, help_text="Application tokens never expire; revoke them by hand.")
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(null=True, blank=True, db_index=True)
+
+    objects = ApiTokenQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+
+    def __str__(self):
+        kind = "application" if self.application else "login"
+        return f"{kind} token {self.prefix}… of {self.user}"
+
+
+class UserProfile(models.Model):
+    """What pai keeps about a user beyond Django's user: OpenPAI's free-form `extension`."""
+
+    user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="pai_profile")
+    extension = models.JSONField(default=dict, blank=True)
+
+    def __str__(self):
+        return f"profile of {self.user}"

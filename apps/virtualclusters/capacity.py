@@ -12,7 +12,8 @@ def guaranteed_leaf_cells(vc, chains=None):
     for cell in vc.cells.all():
         ct = chains.by_id[cell.cell_type_id]
         totals[chains.leaf(ct).name] += cell.count * chains.leaf_count(ct)
-    for pinned in vc.pinned_cells.select_related("physical_cell"):
+    # .all() (not .select_related()) so that a caller's prefetch_related("pinned_cells__physical_cell") is used.
+    for pinned in vc.pinned_cells.all():
         ct = chains.by_id[pinned.physical_cell.cell_type_id]
         totals[chains.leaf(ct).name] += chains.leaf_count(ct)
     return dict(sorted(totals.items()))

@@ -39,6 +39,52 @@ class ConflictError(ApiError):
     code = "ConflictError"
 
 
+
+# OpenPAI's named errors (its swagger's `Response.code` enum), with OpenPAI's statuses.
+class UnauthorizedUserError(ApiError):
+    status_code = status.HTTP_401_UNAUTHORIZED
+    code = "UnauthorizedUserError"
+
+
+class IncorrectPasswordError(ApiError):
+    code = "IncorrectPasswordError"
+
+
+class InvalidParametersError(ApiError):
+    code = "InvalidParametersError"
+
+
+class NoApiError(NotFoundError):
+    code = "NoApiError"
+
+
+class NoUserError(NotFoundError):
+    code = "NoUserError"
+
+
+class NoGroupError(NotFoundError):
+    code = "NoGroupError"
+
+
+class NoVirtualClusterError(NotFoundError):
+    code = "NoVirtualClusterError"
+
+
+class NoStorageError(NotFoundError):
+    code = "NoStorageError"
+
+
+class ConflictUserError(ConflictError):
+    code = "ConflictUserError"
+
+
+class ConflictGroupError(ConflictError):
+    code = "ConflictGroupError"
+
+
+class RemoveAdminError(ForbiddenError):
+    code = "RemoveAdminError"
+
 # DRF's exceptions, named as OpenPAI names them.
 _CODES = {
     exceptions.NotAuthenticated: "UnauthorizedUserError",

@@ -1,0 +1,12 @@
+from rest_framework import serializers
+
+from apps.tenants.models import Tenant
+
+
+class TenantSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Tenant
+        fields = [
+            "slug", "name", "description", "contact_email", "job_retention_days", "idle_gpu_threshold_percent",
+            "idle_gpu_hours", "idle_gpu_action", "created_at",
+        ]
