@@ -1,5 +1,11 @@
+import pathlib
+
 import pytest
+import yaml
 from django.core.cache import cache
+from rest_framework.test import APIClient
+
+JOBFILES = pathlib.Path(__file__).parent / "jobfiles"
 
 
 @pytest.fixture(autouse=True)
@@ -8,3 +14,36 @@ def _fresh_throttles():
     cache.clear()
     yield
     cache.clear()
+
+
+@pytest.fixture
+def api():
+    def client_for(user):
+        client = APIClient()
+        if user is not None:
+            client.force_authenticate(user)
+        return client
+
+    return client_for
+
+
+def jobfile(name):
+    return (JOBFILES / name).read_text()
+
+
+def job_document(file="single_gpu.yaml", **changes):
+    """A job file as a dict, with top-level keys replaced (None removes a key)."""
+    document = yaml.safe_load(jobfile(file))
+    for key, value in changes.items():
+        if value is None:
+            document.pop(key, None)
+        else:
+            document[key] = value
+    return document
+
+
+def submit(client, document, content_type="text/yaml"):
+    if content_type == "application/json":
+        return client.post("/api/v2/jobs", document, format="json")
+    body = document if isinstance(document, str) else yaml.safe_dump(document, sort_keys=False)
+    return client.post("/api/v2/jobs", body, content_type=content_type)

@@ -21,7 +21,7 @@ def check_references(document):
         if key in seen:
             errors.append(
                 at(["prerequisites", i, "name"], f"'{item['name']}' is already the name of {item['type']} "
-                   f"prerequisite prerequisites[{seen[key]}]; names are unique per type")
+                   f"prerequisite prerequisites[{seen[key]}] (names are unique per type)")
             )
         else:
             seen[key] = i
