@@ -116,7 +116,7 @@ class Engine:
         roles: dict[str, list] = {}
         for pod in gang.pods:
             roles.setdefault(pod.task_role, []).append(pod)
-        vc_skus = vc.skus()
+        vc_skus = sorted(set(vc.skus()).union(*(self.vcs[n].skus() for n in self._lender_names(vc))))
         open_options: list[str | None] = [None]
         for role in sorted(roles):
             pods = roles[role]
@@ -203,7 +203,7 @@ class Engine:
                 raise InvalidRequestError(field, f"a pod needs at least 1 leaf cell, asked for {need.leaf_cells}")
             if need.leaf_cells > chain.node_size:
                 raise InvalidRequestError(
-                    field, f"a pod needs {need.leaf_cells} {need.sku} on one node but a {need.sku} node has {chain.node_size}"
+                    field, f"a pod needs {need.leaf_cells} {need.sku} on one node but {need.sku} nodes have {chain.node_size}"
                 )
             if need.pinned_cell is not None:
                 cell = self.topology.pinned[need.pinned_cell]
@@ -536,11 +536,11 @@ class Engine:
             self.ledger.remove(job)
         trial = self._new_job(gang, now)
         fits = self.placer.place_guaranteed(trial, vc, needs, None, blocked) is None
-        devices = {pod.node.cell.id: frozenset(pod.devices) for pod in trial.pods} if fits else {}
+        devices = {pod.node.cell.id: frozenset(pod.devices) for pod in trial.pods}
+        nodes = {pod.node.cell.id: pod.node for pod in trial.pods}
         self.topology.rollback(mark)
         if not fits:
             return None
-        nodes = {pod.node.cell.id: pod.node for pod in trial.pods}
         until: float | None = now
         for node_id in sorted(devices):
             node = nodes[node_id]
@@ -581,7 +581,10 @@ class Engine:
                 continue
             if any((node_id, d) in used for node_id, devices in r.devices for d in devices):
                 until = "its running jobs finish (they declared no maximum runtime)" if r.until is None else clock(r.until, now)
-                runtime = "" if gang.max_runtime is None else f" (this job's maximum runtime would end later)"
+                runtime = (
+                    "; this job declares no maximum runtime" if gang.max_runtime is None
+                    else "; this job's maximum runtime would end later"
+                )
                 return f"blocked behind the reservation for job {r.job_id} on {', '.join(r.nodes)} until {until}{runtime}"
         return None
 

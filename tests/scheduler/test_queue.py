@@ -1,0 +1,84 @@
+"""The cycle: no head-of-line blocking, starvation reservations and backfill, wait
+positions, maximum runtime."""
+
+from scheduler import Engine
+
+from .helpers import a100_cluster, gang, placed, rack, vc, waiting
+
+HOUR = 3600.0
+
+
+def one_node_team(**kw):
+    return Engine(a100_cluster(rack("r1", "n1", "n2")), [vc("team", ("A100-NODE", 1)), vc("other", ("A100-NODE", 1))],
+                  **kw)
+
+
+def test_big_gang_that_does_not_fit_does_not_block_smaller_ones_behind_it():
+    engine = one_node_team()
+    engine.schedule([gang("half", "team", (1, 4))], now=0)
+
+    result = engine.schedule([gang("big", "team", (1, 8), at=1), gang("small", "team", (1, 2), at=2)], now=10)
+
+    assert "big" in waiting(result)
+    assert placed(result, "small")
+
+
+def test_starving_gang_reserves_cells_and_only_short_jobs_backfill():
+    engine = one_node_team(starvation_threshold=HOUR)
+    engine.schedule([gang("runner", "team", (1, 4), max_runtime=2 * HOUR)], now=0)  # ends at 2h
+
+    queue = [
+        gang("big", "team", (1, 8), at=0),
+        gang("short", "team", (1, 2), at=10, max_runtime=HOUR / 2),
+        gang("long", "team", (1, 2), at=20, max_runtime=3 * HOUR),
+        gang("unbounded", "team", (1, 2), at=30),
+    ]
+    early = engine.schedule(queue, now=600)
+    # Before the threshold there is no reservation: small jobs fill the node.
+    assert {a.job_id for a in early.placements} == {"short", "long"}
+    for job in ("short", "long"):
+        engine.release(job)
+
+    late = engine.schedule(queue, now=HOUR + 600)
+
+    # "short" ends at 1:40, before "runner" frees the node at 2:00; the others would not.
+    assert {a.job_id for a in late.placements} == {"short"}
+    blocked = "blocked behind the reservation for job big on n1 until ~02:00 UTC (in 50 min); "
+    assert waiting(late)["long"] == blocked + "this job's maximum runtime would end later"
+    assert waiting(late)["unbounded"] == blocked + "this job declares no maximum runtime"
+    assert "VC 'team' has 4 of 8 A100 free" in waiting(late)["big"]
+
+
+def test_reservation_does_not_bind_other_vcs():
+    engine = one_node_team(starvation_threshold=HOUR)
+    engine.schedule([gang("runner", "team", (1, 4), max_runtime=2 * HOUR)], now=0)
+
+    result = engine.schedule([gang("big", "team", (1, 8), at=0), gang("theirs", "other", (1, 8), at=5)], now=2 * HOUR - 1)
+
+    assert placed(result, "theirs")
+
+
+def test_waiting_jobs_carry_their_position_in_their_vc():
+    engine = one_node_team()
+    engine.schedule([gang("fill", "team", (1, 8), priority=1000), gang("fill2", "other", (1, 8))], now=0)
+
+    result = engine.schedule([
+        gang("t-late", "team", (1, 1), at=5),
+        gang("t-prod", "team", (1, 1), at=9, priority=100),
+        gang("o-1", "other", (1, 1), at=1),
+        gang("t-early", "team", (1, 1), at=2),
+    ], now=10)
+
+    assert {w.job_id: w.position for w in result.waiting} == {"t-prod": 1, "o-1": 1, "t-early": 2, "t-late": 3}
+
+
+def test_job_past_its_maximum_runtime_is_expired_and_its_cells_reused():
+    engine = one_node_team()
+    engine.schedule([gang("limited", "team", (1, 8), max_runtime=100)], now=0)
+
+    early = engine.schedule([gang("next", "team", (1, 8))], now=99)
+    late = engine.schedule([gang("next", "team", (1, 8))], now=100)
+
+    assert early.expired == () and "next" in waiting(early)
+    assert late.expired == ("limited",)
+    assert placed(late, "next")
