@@ -140,3 +140,8 @@ def test_a_spec_file_with_a_bad_row_is_refused_naming_the_field(tmp_path):
     path.write_text("- {code: 1, phrase: X, type: unknown, issuer: user, causer: user, reason: r, solution: s}\n")
     with pytest.raises(ValueError, match="fallback row 255"):
         ExitSpec.load(path)
+
+
+@pytest.mark.parametrize("code", [221, 223, 226])
+def test_log_pattern_rows_also_match_the_code_openpai_runtime_exited_with(code):
+    assert classify(code).code == code
