@@ -1,0 +1,21 @@
+"""The `kube_server` pytest fixture. Use it from any test folder with
+`pytest_plugins = ["tests.kubeserver.fixtures"]` in that folder's conftest.py, or
+`from tests.kubeserver.fixtures import kube_server` there."""
+
+import pytest
+
+from .server import KubeServer
+
+
+@pytest.fixture
+def kube_server():
+    """A fresh, running Kubernetes API test server (see KubeServer for the hooks).
+
+    The test fails if the server hit an internal error while answering it.
+    """
+    server = KubeServer().start()
+    try:
+        yield server
+    finally:
+        server.stop()
+    assert not server.internal_errors, "the Kubernetes test server failed:\n" + "\n".join(server.internal_errors)
