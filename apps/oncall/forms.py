@@ -41,7 +41,7 @@ class ReviewForm(forms.Form):
         to_field_name="username",
     )
     follow_up_due = forms.DateField(required=False, label="Due", widget=forms.DateInput(attrs={"type": "date"}))
-    follow_up_link = forms.URLField(required=False, label="Tracker link")
+    follow_up_link = forms.URLField(required=False, label="Tracker link", assume_scheme="https")
 
     def clean(self):
         data = super().clean()

@@ -165,7 +165,11 @@ def swap_shifts(rotation, actor, *, first_index, second_index, first_user, secon
 
 
 def _notify(key, kind, users, subject, body, **links):
-    """Send one e-mail at most once per key. Returns whether this call sent it."""
+    """Send one e-mail at most once per key. Returns whether this call recorded the key.
+
+    A step with nobody to tell (no other DRI on the shift) is recorded all the same, so
+    that it is settled and not tried again.
+    """
     emails = sorted({u.email for u in users if u.email})
     try:
         with transaction.atomic():
@@ -527,7 +531,7 @@ def run_sla_sweep(now=None):
     )
     for pk in due.values_list("pk", flat=True):
         with transaction.atomic():
-            incident = Incident.objects.select_for_update().select_related("rotation").get(pk=pk)
+            incident = Incident.objects.select_for_update(of=("self",)).select_related("rotation").get(pk=pk)
             current = incident.current_deadline()
             if current is None or current[1] > now:
                 continue
