@@ -66,6 +66,22 @@ def test_placement_that_would_break_another_vcs_guarantee_is_refused_even_with_f
     assert "cohort 'c' has 4 unused A100 it could lend" in reason
 
 
+def test_vc_preempts_rather_than_split_a_cell_another_vc_is_promised():
+    engine = Engine(
+        a100_cluster(rack("r1", "n1", "n2"), rack("r2", "n3", "n4")),
+        [vc("racks", ("A100-RACK", 1)), vc("x", ("A100-NODE", 1)), vc("y", ("A100-NODE", 1))],
+    )
+    engine.schedule([gang("x1", "x", (1, 8))], now=0)  # splits r1: x gets n1
+    engine.schedule([gang("opp", "x", (1, 1), priority=-1)], now=1)  # idle n2
+    assert {a.job_id: a.pods[0].node for a in engine.allocations()} == {"x1": "n1", "opp": "n2"}
+
+    # Taking idle n3 would split r2, the only rack left for "racks".
+    result = engine.schedule([gang("y1", "y", (1, 8))], now=2)
+
+    assert [p.job_id for p in result.preemptions] == ["opp"]
+    assert nodes_of(result, "y1") == ["n2"]
+
+
 def test_bad_node_gets_no_pods_shows_as_bad_capacity_and_recovers():
     engine = Engine(a100_cluster(rack("r1", "n1", "n2")), [vc("team", ("A100-NODE", 2))])
     engine.schedule([gang("running", "team", (1, 4))], now=0)  # n1

@@ -1,0 +1,186 @@
+"""Invariants over random event sequences: submits, cycles, completions, node failures
+and recoveries on a small cluster of three chains."""
+
+from __future__ import annotations
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from scheduler import ClusterSpec, Engine, GangRequest, PhysicalCellSpec, PodRequest
+
+from .helpers import A100, A100_TYPES, CPU, CPU_TYPES, V100, V100_TYPES, rack, vc
+
+CLUSTER = ClusterSpec(
+    skus=(A100, V100, CPU),
+    cell_types=A100_TYPES + V100_TYPES + CPU_TYPES,
+    physical_cells=(
+        rack("r1", "a1", "a2"),
+        rack("r2", "a3", "a4"),
+        PhysicalCellSpec("V100-NODE", "v1"),
+        PhysicalCellSpec("CPU-NODE", "c1"),
+    ),
+)
+NODES = ("a1", "a2", "a3", "a4", "v1", "c1")
+VCS = (
+    vc("a", ("A100-NODE", 1), ("A100-SWITCH", 2), cohort="c"),
+    vc("b", ("A100-RACK", 1), cohort="c", lending_limit=8),
+    vc("c", ("V100-SOCKET", 1), ("V100-SWITCH", 1), ("CPU-NODE", 1)),
+)
+SKUS = {"a": ("A100",), "b": ("A100",), "c": ("V100", "CPU")}
+# A guaranteed cell as pods: (SKU, pods, leaf cells per pod).
+CELL_PODS = {
+    "A100-RACK": ("A100", 2, 8), "A100-NODE": ("A100", 1, 8), "A100-SWITCH": ("A100", 1, 2),
+    "V100-SOCKET": ("V100", 1, 8), "V100-SWITCH": ("V100", 1, 2), "CPU-NODE": ("CPU", 1, 8),
+}
+
+
+@st.composite
+def submit(draw):
+    name = draw(st.sampled_from(sorted(SKUS)))
+    sku = draw(st.sampled_from(SKUS[name]))
+    roles = draw(st.lists(st.tuples(st.integers(1, 3), st.sampled_from((1, 2, 4, 8))), min_size=1, max_size=2))
+    return (
+        "submit",
+        name,
+        sku,
+        tuple(roles),
+        draw(st.sampled_from((-1, 1, 10, 100))),
+        draw(st.booleans()),
+        draw(st.sampled_from((0.0, 50.0))),
+    )
+
+
+EVENTS = st.lists(
+    st.one_of(
+        submit(),
+        st.just(("cycle",)),
+        st.tuples(st.just("release"), st.integers(0, 50)),
+        st.tuples(st.just("health"), st.sampled_from(NODES), st.booleans()),
+    ),
+    min_size=1,
+    max_size=25,
+)
+
+
+def make_gang(n: int, event, now: float) -> GangRequest:
+    _, name, sku, roles, priority, lazy, min_runtime = event
+    pods = tuple(
+        PodRequest(f"r{i}", j, sku, leaves) for i, (count, leaves) in enumerate(roles) for j in range(count)
+    )
+    return GangRequest(f"j{n:03d}", name, "u", priority, pods, now, lazy_preemption=lazy, min_runtime=min_runtime)
+
+
+def run(events):
+    """Play the events; return the engine, the gangs submitted and every cycle's result."""
+    engine = Engine(CLUSTER, VCS)
+    queue: dict[str, GangRequest] = {}
+    submitted: dict[str, GangRequest] = {}
+    results = []
+    now = 0.0
+    for n, event in enumerate(events):
+        now += 10.0
+        if event[0] == "submit":
+            gang = make_gang(n, event, now)
+            submitted[gang.job_id] = queue[gang.job_id] = gang
+        elif event[0] == "cycle":
+            result = engine.schedule(list(queue.values()), now)
+            for done in list(result.placements) + list(result.rejected):
+                queue.pop(done.job_id)
+            results.append(result)
+        elif event[0] == "release":
+            running = sorted(a.job_id for a in engine.allocations())
+            if running:
+                engine.release(running[event[1] % len(running)])
+        else:
+            engine.set_node_health(event[1], event[2])
+        yield engine, submitted, results
+
+
+def check_state(engine: Engine, submitted: dict[str, GangRequest]) -> None:
+    seen: dict[tuple[str, int], str] = {}
+    for alloc in engine.allocations():
+        gang = submitted[alloc.job_id]
+        # All or nothing: every pod of the gang, with the devices it asked for.
+        assert sorted((p.task_role, p.index, len(p.devices)) for p in alloc.pods) == sorted(
+            (p.task_role, p.index, p.leaf_cells) for p in gang.pods
+        )
+        for pod in alloc.pods:
+            assert len(set(pod.devices)) == len(pod.devices)
+            for d in pod.devices:
+                assert (pod.node, d) not in seen, f"device {pod.node}/{d} used twice"
+                seen[(pod.node, d)] = alloc.job_id
+            assert (pod.vc_cell is None) == alloc.opportunistic
+    for node in NODES:
+        for use in engine.node_status(node).used:
+            assert seen.pop((node, use.index)) == use.job_id
+    assert seen == {}
+    for name in sorted(SKUS):
+        for row in engine.vc_status(name).cells:
+            assert row.used + row.lent <= row.guaranteed
+            assert row.free >= 0 and row.bad >= 0
+
+
+def clone(engine: Engine) -> Engine:
+    copy = Engine(CLUSTER, VCS)
+    report = copy.restore(engine.allocations())
+    assert report.demoted == () and report.dropped == ()
+    return copy
+
+
+def check_guarantees(engine: Engine) -> None:
+    """Each VC, alone at top priority, can still get all of its guaranteed cells as whole
+    cells (preempting only what it may preempt): nothing broke its safety."""
+    for spec in VCS:
+        copy = clone(engine)
+        pods = []
+        for cell_type, count in spec.cells:
+            sku, per_cell, leaves = CELL_PODS[cell_type]
+            pods += [PodRequest(cell_type, i, sku, leaves) for i in range(count * per_cell)]
+        probe = GangRequest("probe", spec.name, "probe", 1000, tuple(pods), 0.0)
+        result = copy.schedule([probe], now=10_000.0)
+        assert [a.job_id for a in result.placements] == ["probe"], result.waiting
+        running = {a.job_id: a for a in engine.allocations()}
+        for victim in result.preemptions:
+            alloc = running[victim.job_id]
+            lent_from_here = any(p.lent_by == spec.name for p in alloc.pods)
+            assert alloc.opportunistic or alloc.vc == spec.name or lent_from_here
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(EVENTS)
+def test_invariants_hold_after_every_event(events):
+    for engine, submitted, _ in run(events):
+        check_state(engine, submitted)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(EVENTS)
+def test_vc_safety_is_never_broken(events):
+    for engine, _, _ in run(events):
+        check_guarantees(engine)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(EVENTS)
+def test_restore_of_allocations_rebuilds_the_same_state(events):
+    for engine, _, _ in run(events):
+        copy = clone(engine)
+        for node in NODES:
+            copy.set_node_health(node, engine.node_status(node).healthy)
+        assert copy.allocations() == engine.allocations()
+        for name in sorted(SKUS):
+            assert copy.vc_status(name) == engine.vc_status(name)
+        for node in NODES:
+            assert copy.node_status(node) == engine.node_status(node)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(EVENTS)
+def test_same_events_give_the_same_decisions(events):
+    first = second = None
+    for first in run(events):
+        pass
+    for second in run(events):
+        pass
+    assert first[2] == second[2]
+    assert first[0].allocations() == second[0].allocations()
