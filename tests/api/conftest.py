@@ -36,3 +36,9 @@ def client_for(db):
 def clients(world, client_for):
     """One authenticated client per user of the world, by username."""
     return {name: client_for(user) for name, user in world.users().items()}
+
+
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings):
+    # Every world builds five accounts; PBKDF2's deliberate slowness is not under test here.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
