@@ -61,6 +61,8 @@ def test_policy_edits_do_not_move_running_clocks(oncall):
 
 def test_severity_three_uses_the_all_clusters_row_and_non_production_has_no_row_for_severity_one(oncall):
     assert open_one(oncall, severity=3).sla["name"] == "Severity 3, all clusters"
+    # Without a cluster, the strictest row for the severity applies.
+    assert open_one(oncall, severity=1, cluster=None).sla["name"] == "Severity 0–1, production"
     oncall.cluster.cluster_class = "non-production"
     oncall.cluster.save()
     incident = open_one(oncall, severity=1)

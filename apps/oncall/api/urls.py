@@ -5,7 +5,15 @@ from rest_framework.routers import SimpleRouter
 
 from . import views
 
-router = SimpleRouter(trailing_slash="/?")
+class OptionalSlashRouter(SimpleRouter):
+    """Serve `/api/v2/incidents` as OpenPAI clients spell routes, and `/incidents/` as DRF does."""
+
+    def __init__(self):
+        super().__init__()
+        self.trailing_slash = "/?"
+
+
+router = OptionalSlashRouter()
 router.register("incidents", views.IncidentViewSet, basename="incident")
 router.register("rotations", views.RotationViewSet, basename="rotation")
 

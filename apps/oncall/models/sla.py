@@ -49,13 +49,20 @@ class SlaPolicy(models.Model):
                 raise ValidationError({field: "Must be longer than zero."})
 
     def matches(self, severity, cluster_class):
-        return severity in self.severities and (not self.cluster_class or self.cluster_class == cluster_class)
+        if severity not in self.severities:
+            return False
+        # An incident about no particular cluster may be about a production one: every row applies.
+        return not self.cluster_class or not cluster_class or self.cluster_class == cluster_class
 
     @classmethod
     def matching(cls, severity, cluster_class):
-        """The row for an incident: a class-specific row beats an all-clusters row."""
+        """The row for an incident: a class-specific row beats an all-clusters row; without a
+        cluster, the row that asks for the fastest acknowledgement."""
         rows = [p for p in cls.objects.select_related("calendar") if p.matches(severity, cluster_class)]
-        rows.sort(key=lambda p: (not p.cluster_class, p.position, p.name))
+        if cluster_class:
+            rows.sort(key=lambda p: (not p.cluster_class, p.position, p.name))
+        else:
+            rows.sort(key=lambda p: (p.ack_within, p.position, p.name))
         return rows[0] if rows else None
 
     def snapshot(self):
