@@ -42,16 +42,17 @@ class Binding:
 
 class Cell:
     __slots__ = (
-        "id", "chain", "level", "cell_type", "address", "parent", "children", "ancestors",
+        "id", "chain", "tid", "level", "cell_type", "address", "parent", "children", "ancestors",
         "up", "node", "nodes", "first", "leaves", "pinned_id", "has_pinned", "free",
         "free_children", "free_below", "idle", "binding",
     )
 
-    def __init__(self, cid: int, chain: "Chain", level: int, address: str, parent: "Cell | None") -> None:
+    def __init__(self, cid: int, chain: "Chain", tid: int, address: str, parent: "Cell | None") -> None:
         self.id = cid
         self.chain = chain
-        self.level = level
-        self.cell_type = chain.types[level]
+        self.tid = tid
+        self.level = chain.level[tid]
+        self.cell_type = chain.names[tid]
         self.address = address
         self.parent = parent
         self.children: list[Cell] = []
@@ -60,12 +61,12 @@ class Cell:
         self.node: Node | None = None  # for cells at or below the node level
         self.nodes: list[Node] = []  # nodes in the subtree, in index order
         self.first = 0  # first device index, for cells at or below the node level
-        self.leaves = chain.leaves[level]
+        self.leaves = chain.leaves[tid]
         self.pinned_id: str | None = None
         self.has_pinned = False
         self.free = False  # a maximal free cell of the buddy system
         self.free_children = 0
-        self.free_below = [0] * (chain.top_level + 1)
+        self.free_below = [0] * len(chain.names)  # maximal free cells in the subtree, by type
         self.idle = 0  # idle leaf cells on healthy nodes in the subtree
         self.binding: Binding | None = None
 
@@ -106,49 +107,77 @@ class Node:
 
 @dataclass
 class Chain:
-    """Cell types from one SKU's leaf up; one type per level, leaf = level 1."""
+    """The cell types of one SKU, identified by index (``tid``). Below and at the node
+    level they form a line down to the leaf (level 1); above it several types may share
+    a child (racks of different sizes), so the types form a tree rooted at the leaf."""
 
     sku: SkuSpec
-    types: list[str]  # index = level; types[0] unused
-    child_count: list[int]
+    names: list[str]
+    level: list[int]
     leaves: list[int]
-    node_level: int
+    child: list[int]  # child type, -1 for the leaf
+    child_count: list[int]
+    node_type: int
+    order: list[int] = field(default_factory=list)  # types from the top down
     roots: list[Cell] = field(default_factory=list)
     nodes: list[Node] = field(default_factory=list)
-    free_count: list[int] = field(default_factory=list)
-    demand: list[int] = field(default_factory=list)  # unbound guaranteed cells, all VCs
+    free_count: list[int] = field(default_factory=list)  # maximal free cells, by type
+    demand: list[int] = field(default_factory=list)  # unbound guaranteed cells of all VCs, by type
     buckets: list[list[set[int]]] = field(default_factory=list)  # [category][free] -> node indices
+
+    def __post_init__(self) -> None:
+        n = len(self.names)
+        self.order = sorted(range(n), key=lambda t: (-self.level[t], self.names[t]))
+        self.free_count = [0] * n
+        self.demand = [0] * n
+        self.buckets = [[set() for _ in range(self.node_size + 1)] for _ in range(4)]
+        # Types a cell of each type can be carved out of, smallest first.
+        self.ancestors: list[list[int]] = [[] for _ in range(n)]
+        for t in range(n):
+            for a in range(n):
+                c = self.child[a]
+                while c != -1 and c != t:
+                    c = self.child[c]
+                if c == t:
+                    self.ancestors[t].append(a)
+            self.ancestors[t].sort(key=lambda a: (self.level[a], self.leaves[a], self.names[a]))
+
+    @property
+    def node_level(self) -> int:
+        return self.level[self.node_type]
 
     @property
     def top_level(self) -> int:
-        return len(self.types) - 1
+        return max(self.level)
 
     @property
     def node_size(self) -> int:
-        return self.leaves[self.node_level]
+        return self.leaves[self.node_type]
 
-    def level_of(self, cell_type: str) -> int:
-        return self.types.index(cell_type)
+    def tid(self, cell_type: str) -> int:
+        return self.names.index(cell_type)
 
     def is_safe(self) -> bool:
-        """The safety invariant, top-down buddy style: the free cells of each level plus
+        """The safety invariant, top-down buddy style: the free cells of each type plus
         what splitting the spare cells above yields cover the VCs' unbound cells."""
-        carry = 0
-        for level in range(self.top_level, 0, -1):
-            avail = carry + self.free_count[level]
-            if avail < self.demand[level]:
+        carry = [0] * len(self.names)
+        for t in self.order:
+            avail = carry[t] + self.free_count[t]
+            if avail < self.demand[t]:
                 return False
-            carry = (avail - self.demand[level]) * self.child_count[level]
+            if self.child[t] != -1:
+                carry[self.child[t]] += (avail - self.demand[t]) * self.child_count[t]
         return True
 
     def shortfall(self, supply: list[int]) -> list[int]:
-        """Per level, how many unbound guaranteed cells ``supply`` cannot back."""
-        short = [0] * (self.top_level + 1)
-        carry = 0
-        for level in range(self.top_level, 0, -1):
-            avail = carry + supply[level]
-            short[level] = max(0, self.demand[level] - avail)
-            carry = max(0, avail - self.demand[level]) * self.child_count[level]
+        """Per type, how many unbound guaranteed cells ``supply`` cannot back."""
+        short = [0] * len(self.names)
+        carry = [0] * len(self.names)
+        for t in self.order:
+            avail = carry[t] + supply[t]
+            short[t] = max(0, self.demand[t] - avail)
+            if self.child[t] != -1:
+                carry[self.child[t]] += max(0, avail - self.demand[t]) * self.child_count[t]
         return short
 
 
@@ -167,48 +196,63 @@ def build_chains(spec: ClusterSpec) -> dict[str, Chain]:
             raise ConfigurationError(f"cell type {ct.name!r} is defined twice")
         if ct.child_count < 1:
             raise ConfigurationError(f"cell type {ct.name!r} needs child_count >= 1")
-        types[ct.name] = ct
-    parent_of: dict[str, str] = {}
-    for ct in sorted(types.values(), key=lambda t: t.name):
-        if ct.child not in types and ct.child not in skus:
+        if ct.child not in types and ct.child not in skus and ct.child not in {c.name for c in spec.cell_types}:
             raise ConfigurationError(f"cell type {ct.name!r} has unknown child type {ct.child!r}")
-        if ct.child in parent_of:
-            raise ConfigurationError(
-                f"cell types {parent_of[ct.child]!r} and {ct.name!r} both contain {ct.child!r}; "
-                "each chain must have one cell type per level"
-            )
-        parent_of[ct.child] = ct.name
+        types[ct.name] = ct
+    leaf_of: dict[str, str] = {}
+    for name in sorted(types):
+        seen = [name]
+        while seen[-1] in types:
+            seen.append(types[seen[-1]].child)
+            if len(seen) > len(types) + 1:
+                raise ConfigurationError(f"cell types below {name!r} form a cycle")
+        leaf_of[name] = seen[-1]
     chains: dict[str, Chain] = {}
     for sku in spec.skus:
-        names = [sku.name]
-        while names[-1] in parent_of:
-            names.append(parent_of[names[-1]])
-            if len(names) > len(types) + 1:
-                raise ConfigurationError(f"cell types above {sku.name!r} form a cycle")
-        node_levels = [lvl for lvl, name in enumerate(names, start=1) if name in types and types[name].is_node]
-        if len(node_levels) != 1:
+        names = [sku.name] + sorted(n for n in types if leaf_of[n] == sku.name)
+        level = {sku.name: 1}
+
+        def level_of(n: str) -> int:
+            if n not in level:
+                level[n] = level_of(types[n].child) + 1
+            return level[n]
+
+        nodes = [n for n in names[1:] if types[n].is_node]
+        if len(nodes) != 1:
             raise ConfigurationError(
-                f"chain {sku.name} needs exactly one node-level cell type, found {len(node_levels)}",
-                chain=sku.name,
+                f"chain {sku.name} needs exactly one node-level cell type, found {len(nodes)}", chain=sku.name
             )
-        child_count = [0, 1] + [types[n].child_count for n in names[1:]]
-        leaves = [0, 1]
-        for lvl in range(2, len(names) + 1):
-            leaves.append(leaves[-1] * child_count[lvl])
-        chain = Chain(
+        below_node = [nodes[0]]
+        while below_node[-1] in types:
+            below_node.append(types[below_node[-1]].child)
+        for n in names[1:]:
+            if n in below_node:
+                continue
+            c = n
+            while c in types and c != nodes[0]:
+                c = types[c].child
+            if c != nodes[0]:
+                raise ConfigurationError(
+                    f"cell type {n!r} of chain {sku.name} is neither above nor inside the node type {nodes[0]!r}",
+                    cell_type=n,
+                    chain=sku.name,
+                )
+        leaves = {sku.name: 1}
+
+        def leaves_of(n: str) -> int:
+            if n not in leaves:
+                leaves[n] = leaves_of(types[n].child) * types[n].child_count
+            return leaves[n]
+
+        chains[sku.name] = Chain(
             sku=sku,
-            types=[""] + names,
-            child_count=child_count,
-            leaves=leaves,
-            node_level=node_levels[0],
+            names=names,
+            level=[level_of(n) for n in names],
+            leaves=[leaves_of(n) for n in names],
+            child=[-1] + [names.index(types[n].child) for n in names[1:]],
+            child_count=[1] + [types[n].child_count for n in names[1:]],
+            node_type=names.index(nodes[0]),
         )
-        chain.free_count = [0] * (chain.top_level + 1)
-        chain.demand = [0] * (chain.top_level + 1)
-        chain.buckets = [[set() for _ in range(chain.node_size + 1)] for _ in range(4)]
-        chains[sku.name] = chain
-    for name in sorted(types):
-        if not any(name in c.types for c in chains.values()):
-            raise ConfigurationError(f"cell type {name!r} does not lead down to any SKU")
     return chains
 
 
@@ -219,7 +263,7 @@ class Topology:
         self.chains = build_chains(spec)
         self.chain_of_type: dict[str, Chain] = {}
         for chain in self.chains.values():
-            for name in chain.types[1:]:
+            for name in chain.names[1:]:
                 self.chain_of_type[name] = chain
         self.cells: list[Cell] = []
         self.by_address: dict[str, Cell] = {}
@@ -230,10 +274,10 @@ class Topology:
             chain = self.chain_of_type.get(pspec.cell_type)
             if chain is None:
                 raise ConfigurationError(f"physical cell {pspec.address!r} has unknown cell type {pspec.cell_type!r}")
-            level = chain.level_of(pspec.cell_type)
-            if level < chain.node_level:
+            tid = chain.tid(pspec.cell_type)
+            if chain.level[tid] < chain.node_level:
                 raise ConfigurationError(f"physical cell {pspec.address!r} is below the node level")
-            chain.roots.append(self._build(pspec, chain, level, None))
+            chain.roots.append(self._build(pspec, chain, tid, None))
 
     # --- construction ---------------------------------------------------------
 
@@ -243,20 +287,20 @@ class Topology:
         self.by_address[cell.address] = cell
         self.cells.append(cell)
 
-    def _build(self, pspec: PhysicalCellSpec, chain: Chain, level: int, parent: Cell | None) -> Cell:
-        if pspec.cell_type != chain.types[level]:
+    def _build(self, pspec: PhysicalCellSpec, chain: Chain, tid: int, parent: Cell | None) -> Cell:
+        if pspec.cell_type != chain.names[tid]:
             raise ConfigurationError(
                 f"physical cell {pspec.address!r} is a {pspec.cell_type!r} but sits where a "
-                f"{chain.types[level]!r} belongs"
+                f"{chain.names[tid]!r} belongs"
             )
-        cell = Cell(len(self.cells), chain, level, pspec.address, parent)
+        cell = Cell(len(self.cells), chain, tid, pspec.address, parent)
         self._register(cell)
         if pspec.pinned_id is not None:
             if pspec.pinned_id in self.pinned:
                 raise ConfigurationError(f"pinned cell id {pspec.pinned_id!r} is used twice")
             cell.pinned_id = pspec.pinned_id
             self.pinned[pspec.pinned_id] = cell
-        if level == chain.node_level:
+        if tid == chain.node_type:
             if pspec.children:
                 raise ConfigurationError(f"node {pspec.address!r} must not list children: its devices are implied")
             node = Node(pspec.address, len(chain.nodes), chain, cell)
@@ -267,13 +311,13 @@ class Topology:
             self._build_inside_node(cell, node)
             cell.nodes = [node]
         else:
-            if len(pspec.children) != chain.child_count[level]:
+            if len(pspec.children) != chain.child_count[tid]:
                 raise ConfigurationError(
                     f"physical cell {pspec.address!r} ({pspec.cell_type}) needs "
-                    f"{chain.child_count[level]} children, has {len(pspec.children)}"
+                    f"{chain.child_count[tid]} children, has {len(pspec.children)}"
                 )
             for child_spec in pspec.children:
-                child = self._build(child_spec, chain, level - 1, cell)
+                child = self._build(child_spec, chain, chain.child[tid], cell)
                 cell.children.append(child)
                 cell.nodes.extend(child.nodes)
         cell.idle = cell.leaves
@@ -285,12 +329,12 @@ class Topology:
         if cell.level == 1:
             node.leaf_cells.append(cell)
             return
-        child_level = cell.level - 1
-        size = cell.chain.leaves[child_level]
-        for i in range(cell.chain.child_count[cell.level]):
+        child_tid = cell.chain.child[cell.tid]
+        size = cell.chain.leaves[child_tid]
+        for i in range(cell.chain.child_count[cell.tid]):
             first = cell.first + i * size
-            address = f"{node.name}/{first}" if child_level == 1 else f"{node.name}/{first}-{first + size - 1}"
-            child = Cell(len(self.cells), cell.chain, child_level, address, cell)
+            address = f"{node.name}/{first}" if size == 1 else f"{node.name}/{first}-{first + size - 1}"
+            child = Cell(len(self.cells), cell.chain, child_tid, address, cell)
             child.first = first
             child.idle = size
             self._register(child)
@@ -346,10 +390,10 @@ class Topology:
     def _set_free(self, cell: Cell, flag: bool) -> None:
         cell.free = flag
         d = 1 if flag else -1
-        level = cell.level
-        cell.chain.free_count[level] += d
+        tid = cell.tid
+        cell.chain.free_count[tid] += d
         for c in cell.up:
-            c.free_below[level] += d
+            c.free_below[tid] += d
         if cell.parent is not None:
             cell.parent.free_children += d
 

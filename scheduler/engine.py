@@ -476,7 +476,7 @@ class Engine:
             # Even with every preemptible job gone the VC could not hold the gang.
             if need > vc.quota_leaves(chain) - held:
                 return None
-            pool_usable = pool_usable or any(vc.unbound(sku, level) > 0 for level in vc.quota_levels(sku))
+            pool_usable = pool_usable or any(vc.unbound(sku, tid) > 0 for tid in vc.quota_types(sku))
         cohort = [n for n in self._cohorts.get(vc.spec.cohort or "", []) if n != vc.name]
         ordered = candidates(self.ledger, vc.name, cohort, gang.priority, set(skus), pool_usable, now)
 
@@ -654,7 +654,7 @@ class Engine:
                 text += f"; it borrows {borrowed} of at most {limit} leaf cells"
             idle = 0
             for lender in lenders:
-                room = sum(lender.unbound(sku, lvl) * chain.leaves[lvl] for lvl in lender.quota_levels(sku))
+                room = sum(lender.unbound(sku, tid) * chain.leaves[tid] for tid in lender.quota_types(sku))
                 if lender.spec.lending_limit is not None:
                     room = min(room, max(0, lender.spec.lending_limit - lender.total_lent()))
                 idle += room
@@ -784,10 +784,10 @@ class Engine:
                 return f"cell {vc_cell!r} does not hold its devices"
             choices = [cell]
         else:
-            choices = [c for c in holder.up if (c.chain.sku.name, c.level) in owner.quota]
+            choices = [c for c in holder.up if (c.chain.sku.name, c.tid) in owner.quota]
         sku = node.chain.sku.name
         for cell in choices:
-            if owner.unbound(sku, cell.level) <= 0:
+            if owner.unbound(sku, cell.tid) <= 0:
                 continue
             if not any(c.free for c in cell.up) or cell.has_pinned:
                 continue
@@ -824,26 +824,30 @@ class Engine:
                 for b in by_cell.values():
                     if b.pinned:
                         continue
-                    key = (b.cell.chain.sku.name, b.cell.level)
+                    key = (b.cell.chain.sku.name, b.cell.tid)
                     if b.owner == vc and b.user == vc:
                         counts.setdefault(key, [0, 0, 0])[0] += 1
                     elif b.user == vc:
                         counts.setdefault(key, [0, 0, 0])[1] += 1
                     elif b.owner == vc:
                         counts.setdefault(key, [0, 0, 0])[2] += 1
-        keys = sorted(set(state.quota) | set(counts), key=lambda k: (self._sku_order.index(k[0]), k[1]))
+        chains = self.topology.chains
+        keys = sorted(
+            set(state.quota) | set(counts),
+            key=lambda k: (self._sku_order.index(k[0]), chains[k[0]].level[k[1]], chains[k[0]].names[k[1]]),
+        )
         bad_by_chain = {sku: self._bad_cells(chain) for sku, chain in self.topology.chains.items()}
         rows = []
         for key in keys:
-            sku, level = key
+            sku, tid = key
             chain = self.topology.chains[sku]
             used, borrowed, lent = counts.get(key, [0, 0, 0])
             guaranteed = state.quota.get(key, 0)
-            bad = bad_by_chain[sku].get((vc, level), 0)
+            bad = bad_by_chain[sku].get((vc, tid), 0)
             rows.append(
                 CellTypeStatus(
-                    cell_type=chain.types[level],
-                    level=level,
+                    cell_type=chain.names[tid],
+                    level=chain.level[tid],
                     guaranteed=guaranteed,
                     used=used,
                     free=guaranteed - used - lent - bad,
@@ -870,11 +874,11 @@ class Engine:
     def _bad_cells(self, chain: Chain) -> dict[tuple[str, int], int]:
         """Unbound guaranteed cells healthy free cells cannot back, shared out among the
         VCs that have them in proportion to their unbound counts (largest remainder)."""
-        supply = [0] * (chain.top_level + 1)
+        supply = [0] * len(chain.names)
 
         def healthy_parts(cell: Cell) -> None:
             if all(n.healthy for n in cell.nodes) if cell.node is None else cell.node.healthy:
-                supply[cell.level] += 1
+                supply[cell.tid] += 1
             elif cell.level > chain.node_level:
                 for child in cell.children:
                     healthy_parts(child)
@@ -891,13 +895,13 @@ class Engine:
         short = chain.shortfall(supply)
         out: dict[tuple[str, int], int] = {}
         sku = chain.sku.name
-        for level in range(1, chain.top_level + 1):
-            if not short[level]:
+        for tid in chain.order:
+            if not short[tid]:
                 continue
-            holders = sorted((s.name, s.unbound(sku, level)) for s in self.vcs.values() if s.unbound(sku, level) > 0)
+            holders = sorted((s.name, s.unbound(sku, tid)) for s in self.vcs.values() if s.unbound(sku, tid) > 0)
             total = sum(n for _, n in holders)
-            shares = [(name, short[level] * n // total, short[level] * n % total) for name, n in holders]
-            left = short[level] - sum(s for _, s, _ in shares)
+            shares = [(name, short[tid] * n // total, short[tid] * n % total) for name, n in holders]
+            left = short[tid] - sum(s for _, s, _ in shares)
             for i, (name, base, _) in enumerate(sorted(shares, key=lambda s: (-s[2], s[0]))):
-                out[(name, level)] = base + (1 if i < left else 0)
+                out[(name, tid)] = base + (1 if i < left else 0)
         return out

@@ -105,9 +105,9 @@ class Ledger:
         sku = cell.chain.sku.name
         owner = self.vcs[binding.owner]
         user = self.vcs[binding.user]
-        key = (sku, cell.level)
+        key = (sku, cell.tid)
         owner.bound[key] = owner.bound.get(key, 0) + sign
-        cell.chain.demand[cell.level] -= sign
+        cell.chain.demand[cell.tid] -= sign
         by_cell = user.bindings.setdefault(sku, {})
         if sign > 0:
             by_cell[cell.id] = binding

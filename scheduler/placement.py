@@ -2,7 +2,7 @@
 
 A guaranteed pod runs inside one of its VC's virtual cells: first in a cell already
 bound to the VC, else in a newly bound one (buddy allocation: a free cell of the
-smallest quota level that fits, else a split of the smallest free ancestor), never
+smallest quota cell type that fits, else a split of the smallest free ancestor), never
 breaking the safety invariant. An opportunistic pod runs on idle devices anywhere
 outside pinned cells. Pods are placed largest first; later pods prefer the nodes the
 gang already uses, then nodes with the lowest common ancestor, then the tightest fit
@@ -52,19 +52,20 @@ def _unblocked_idle(node: Node, cell: Cell, blocked: Blocked) -> int:
     return cell.idle - sum(1 for d in reserved if start <= d < end and node.jobs[d] is None)
 
 
-def _region_level(chain: Chain, room: int) -> int:
-    """The smallest level above the node level whose cells hold ``room`` leaves."""
-    for level in range(chain.node_level + 1, chain.top_level + 1):
-        if chain.leaves[level] >= room:
-            return level
-    return chain.top_level
+def _is_region(cell: Cell, room: int) -> bool:
+    """Whether ``cell`` is the smallest cell above a node that holds ``room`` leaves
+    (or a top-level cell when none does)."""
+    if cell.level <= cell.chain.node_level or (cell.leaves < room and cell.parent is not None):
+        return False
+    return cell.children[0].level == cell.chain.node_level or cell.children[0].leaves < room
 
 
-def _region_short(cell: Cell, level: int, room: int) -> bool:
-    """Whether the cell's ancestor at ``level`` has fewer than ``room`` idle leaves."""
-    up = cell.up
-    region = up[min(level - cell.level, len(up) - 1)]
-    return region.idle < room
+def _region_short(node_cell: Cell, room: int) -> bool:
+    """Whether the region around a node has fewer than ``room`` idle leaves."""
+    for a in node_cell.ancestors:
+        if _is_region(a, room):
+            return a.idle < room
+    return False
 
 
 def _lca_level(anchor: Cell | None, node: Node) -> int:
@@ -103,7 +104,6 @@ class Placer:
         anchor: Cell | None, blocked: Blocked,
     ) -> tuple[Node, Binding] | None:
         k = need.leaf_cells
-        region = _region_level(chain, room)
         if need.pinned_cell is not None:
             candidates = [vc.pinned[need.pinned_cell]]
         else:
@@ -127,7 +127,7 @@ class Placer:
                 key = (
                     node not in gang,
                     _lca_level(anchor, node),
-                    room > 0 and _region_short(node.cell, region, room),
+                    room > 0 and _region_short(node.cell, room),
                     free < want,
                     b.borrowed,
                     free - k,
@@ -146,17 +146,16 @@ class Placer:
         return any(n.healthy and _unblocked_idle(n, n.cell, blocked) >= k for n in cell.nodes)
 
     def _search_free(
-        self, chain: Chain, level: int, k: int, anchor: Cell | None, blocked: Blocked, clean: bool, room: int
+        self, chain: Chain, tid: int, k: int, anchor: Cell | None, blocked: Blocked, clean: bool, room: int
     ) -> Cell | None:
-        floor = max(k, chain.leaves[level]) if clean else k
-        region = _region_level(chain, room) if room else 0
+        floor = max(k, chain.leaves[tid]) if clean else k
 
         def dfs(cell: Cell, skip: Cell | None) -> Cell | None:
-            if cell.free_below[level] == 0 or cell.idle < floor:
+            if cell.free_below[tid] == 0 or cell.idle < floor:
                 return None
-            if cell.level == region and cell.idle < room:
+            if room and cell.idle < room and _is_region(cell, room):
                 return None
-            if cell.level == level:
+            if cell.tid == tid:
                 if cell.free and (not clean or cell.idle == cell.leaves) and self._usable(cell, k, blocked):
                     return cell
                 return None
@@ -182,8 +181,8 @@ class Placer:
                 return found
         return None
 
-    def _descend(self, cell: Cell, level: int, k: int, blocked: Blocked) -> Cell | None:
-        while cell.level > level:
+    def _descend(self, cell: Cell, tid: int, k: int, blocked: Blocked) -> Cell | None:
+        while cell.tid != tid:
             fitting = [c for c in cell.children if self._usable(c, k, blocked)]
             if not fitting:
                 return None
@@ -191,20 +190,20 @@ class Placer:
         return cell
 
     def find_free_cell(
-        self, chain: Chain, level: int, k: int, anchor: Cell | None, blocked: Blocked, room: int = 0
+        self, chain: Chain, tid: int, k: int, anchor: Cell | None, blocked: Blocked, room: int = 0
     ) -> Cell | None:
-        """A free cell of ``level`` with ``k`` usable devices on one node, or one carved
+        """A free cell of type ``tid`` with ``k`` usable devices on one node, or one carved
         out of the smallest free ancestor; cells without any running pod first. With
         ``room`` (the first pod of a multi-pod gang), first only inside a region with
         that many idle leaves, so the rest of the gang can follow close by."""
         for region_room in (room, 0) if room else (0,):
             for clean in (True, False):
-                for m in range(level, chain.top_level + 1):
+                for m in [tid] + chain.ancestors[tid]:
                     if chain.free_count[m] == 0:
                         continue
                     found = self._search_free(chain, m, k, anchor, blocked, clean, region_room)
                     if found is not None:
-                        return self._descend(found, level, k, blocked) if m > level else found
+                        return self._descend(found, tid, k, blocked) if m != tid else found
         return None
 
     def _bind_new(
@@ -216,31 +215,31 @@ class Placer:
         sku = chain.sku.name
         options: list[tuple[int, int, str, VcState]] = []
         if lenders is None:
-            for level in vc.quota_levels(sku):
-                if chain.leaves[level] >= k and vc.unbound(sku, level) > 0:
-                    options.append((level, 0, vc.name, vc))
+            for tid in vc.quota_types(sku):
+                if chain.leaves[tid] >= k and vc.unbound(sku, tid) > 0:
+                    options.append((chain.leaves[tid], tid, 0, vc.name, vc))
         else:
             limit = vc.spec.borrowing_limit
             for lender in lenders:
-                for level in lender.quota_levels(sku):
-                    size = chain.leaves[level]
-                    if size < k or lender.unbound(sku, level) <= 0:
+                for tid in lender.quota_types(sku):
+                    size = chain.leaves[tid]
+                    if size < k or lender.unbound(sku, tid) <= 0:
                         continue
                     if limit is not None and vc.total_borrowed() + size > limit:
                         continue
                     lend = lender.spec.lending_limit
                     if lend is not None and lender.total_lent() + size > lend:
                         continue
-                    options.append((level, -lender.unbound(sku, level), lender.name, lender))
-        options.sort(key=lambda o: o[:3])
-        tried_levels: set[int] = set()
-        for level, _, _, owner in options:
-            # Any owner of the same level needs the same kind of free cell and leaves the
-            # same free counts behind, so one attempt per level decides for all.
-            if level in tried_levels:
+                    options.append((size, tid, -lender.unbound(sku, tid), lender.name, lender))
+        options.sort(key=lambda o: o[:4])
+        tried: set[int] = set()
+        for _, tid, _, _, owner in options:
+            # Any owner of the same cell type needs the same kind of free cell and leaves
+            # the same free counts behind, so one attempt per type decides for all.
+            if tid in tried:
                 continue
-            tried_levels.add(level)
-            cell = self.find_free_cell(chain, level, k, anchor, blocked, room)
+            tried.add(tid)
+            cell = self.find_free_cell(chain, tid, k, anchor, blocked, room)
             if cell is None:
                 continue
             mark = self.topology.mark()

@@ -15,7 +15,7 @@ class VcState:
     """A VC's quota per (chain, level) and what it currently binds, borrows and lends."""
 
     spec: VirtualClusterSpec
-    quota: dict[tuple[str, int], int]  # (sku, level) -> guaranteed cells
+    quota: dict[tuple[str, int], int]  # (sku, cell type id) -> guaranteed cells
     bound: dict[tuple[str, int], int] = field(default_factory=dict)  # own quota in use (incl. lent)
     bindings: dict[str, dict[int, Binding]] = field(default_factory=dict)  # sku -> cell id -> binding used by this VC
     pinned: dict[str, Binding] = field(default_factory=dict)
@@ -33,17 +33,17 @@ class VcState:
         names = {sku for sku, _ in self.quota} | {b.cell.chain.sku.name for b in self.pinned.values()}
         return sorted(names)
 
-    def quota_levels(self, sku: str) -> list[int]:
-        return sorted(level for (s, level) in self.quota if s == sku)
+    def quota_types(self, sku: str) -> list[int]:
+        return sorted(tid for (s, tid) in self.quota if s == sku)
 
-    def unbound(self, sku: str, level: int) -> int:
-        return self.quota.get((sku, level), 0) - self.bound.get((sku, level), 0)
+    def unbound(self, sku: str, tid: int) -> int:
+        return self.quota.get((sku, tid), 0) - self.bound.get((sku, tid), 0)
 
     def quota_leaves(self, chain: Chain) -> int:
-        return sum(n * chain.leaves[lvl] for (s, lvl), n in self.quota.items() if s == chain.sku.name)
+        return sum(n * chain.leaves[tid] for (s, tid), n in self.quota.items() if s == chain.sku.name)
 
     def largest_cell_leaves(self, chain: Chain) -> int:
-        sizes = [chain.leaves[lvl] for (s, lvl) in self.quota if s == chain.sku.name]
+        sizes = [chain.leaves[tid] for (s, tid) in self.quota if s == chain.sku.name]
         return max(sizes, default=0)
 
     def total_borrowed(self) -> int:
@@ -80,7 +80,7 @@ def resolve_quotas(topology: Topology, vcs: Sequence[VirtualClusterSpec]) -> dic
             if count < 0:
                 raise ConfigurationError(f"VC {vc.name!r} has a negative count of {cell_type}", cell_type=cell_type)
             if count:
-                key = (chain.sku.name, chain.level_of(cell_type))
+                key = (chain.sku.name, chain.tid(cell_type))
                 quota[key] = quota.get(key, 0) + count
         for pinned_id in vc.pinned_cells:
             if pinned_id not in topology.pinned:
@@ -96,8 +96,8 @@ def resolve_quotas(topology: Topology, vcs: Sequence[VirtualClusterSpec]) -> dic
         cell = topology.pinned[pinned_id]
         states[owner].pinned[pinned_id] = cell.binding
     for state in states.values():
-        for (sku, level), count in state.quota.items():
-            topology.chains[sku].demand[level] += count
+        for (sku, tid), count in state.quota.items():
+            topology.chains[sku].demand[tid] += count
     return states
 
 
@@ -106,22 +106,23 @@ def check_safety(topology: Topology, states: dict[str, VcState]) -> None:
     for sku in sorted(topology.chains):
         chain = topology.chains[sku]
         short = chain.shortfall(chain.free_count)
-        for level in range(chain.top_level, 0, -1):
-            if short[level] == 0:
+        for tid in chain.order:
+            if short[tid] == 0:
                 continue
-            need = chain.demand[level]
-            cell_type = chain.types[level]
+            need = chain.demand[tid]
+            cell_type = chain.names[tid]
+            level = chain.level[tid]
             claimants = sorted(
-                (s for s in states.values() if s.quota.get((sku, level))),
-                key=lambda s: (-s.quota[(sku, level)], s.name),
+                (s for s in states.values() if s.quota.get((sku, tid))),
+                key=lambda s: (-s.quota[(sku, tid)], s.name),
             )
             who = f"VC {claimants[0].name!r}" + (" and others need" if len(claimants) > 1 else " needs")
             raise ConfigurationError(
                 f"{who} {need} cells of {cell_type} (level {level}, chain {sku}) but the cluster "
-                f"can supply {need - short[level]}: short by {short[level]}",
+                f"can supply {need - short[tid]}: short by {short[tid]}",
                 cell_type=cell_type,
                 level=level,
-                shortfall=short[level],
+                shortfall=short[tid],
                 chain=sku,
             )
 

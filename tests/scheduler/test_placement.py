@@ -1,8 +1,10 @@
 """Placement scenarios: packing, topology, opportunistic jobs, pinned cells, SKUs."""
 
-from scheduler import Engine, PodRequest, GangRequest
+import pytest
 
-from .helpers import a100_cluster, gang, mixed_cluster, nodes_of, placed, rack, status, vc, waiting
+from scheduler import CellTypeSpec, ClusterSpec, ConfigurationError, Engine, GangRequest, PhysicalCellSpec, PodRequest
+
+from .helpers import A100, A100_TYPES, a100_cluster, gang, mixed_cluster, nodes_of, placed, rack, status, vc, waiting
 
 
 def test_small_jobs_pack_onto_one_node_and_lowest_common_switch():
@@ -147,3 +149,34 @@ def test_one_cycle_admits_every_gang_that_fits_from_every_vc():
     result = engine.schedule(queue, now=10)
 
     assert len(result.placements) == 16 and result.waiting == ()
+
+
+def test_racks_of_different_sizes_share_a_chain():
+    cluster = ClusterSpec(
+        skus=(A100,),
+        cell_types=A100_TYPES + (CellTypeSpec("A100-RACK3", "A100-NODE", 3),),
+        physical_cells=(
+            rack("r2", "n1", "n2"),
+            PhysicalCellSpec("A100-RACK3", "r3", tuple(PhysicalCellSpec("A100-NODE", f"m{i}") for i in range(3))),
+        ),
+    )
+    engine = Engine(cluster, [vc("wide", ("A100-RACK3", 1)), vc("narrow", ("A100-NODE", 2))])
+
+    result = engine.schedule([gang("w", "wide", (3, 8)), gang("n", "narrow", (2, 8), at=1)], now=0)
+
+    assert nodes_of(result, "w") == ["m0", "m1", "m2"]
+    assert nodes_of(result, "n") == ["n1", "n2"]
+    assert [(r.cell_type, r.level, r.used) for r in engine.vc_status("wide").cells] == [("A100-RACK3", 4, 1)]
+
+
+def test_cell_type_graph_errors_are_refused():
+    bad_types = A100_TYPES + (CellTypeSpec("A100-PAIR", "A100", 2),)  # a second line below the node
+    with pytest.raises(ConfigurationError, match="'A100-PAIR' of chain A100 is neither above nor inside"):
+        Engine(ClusterSpec((A100,), bad_types, (rack("r1", "n1", "n2"),)), [])
+    two_nodes = A100_TYPES + (CellTypeSpec("A100-BIG", "A100-NODE", 2, is_node=True),)
+    with pytest.raises(ConfigurationError, match="exactly one node-level cell type, found 2"):
+        Engine(ClusterSpec((A100,), two_nodes, (rack("r1", "n1", "n2"),)), [])
+    with pytest.raises(ConfigurationError, match="needs 2 children, has 1"):
+        Engine(a100_cluster(rack("r1", "n1")), [])
+    with pytest.raises(ConfigurationError, match="node 'n1' is defined twice|address 'n1' is used twice"):
+        Engine(a100_cluster(rack("r1", "n1", "n2"), rack("r2", "n1", "n3")), [])

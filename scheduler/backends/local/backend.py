@@ -330,11 +330,11 @@ class LocalBackend(ClusterBackend):
             shim.write_json(pod_dir / "deletion.json", {"grace_seconds": grace, "requested_at": _now()})
             record["deletion_requested_at"] = _now()
             record["grace_seconds"] = grace
+            if grace == 0:
+                self._kill_task(name)
             record["term_delivered"] = self._signal_supervisor(name)
             self._save(record)
             self._event(name, "Normal", "Killing", f"stopping the task (grace period {grace:g} s)")
-            if grace == 0:
-                self._kill_task(name)
             return True
 
     def list_pods(self, selector: dict[str, str] | None = None) -> list[PodObservation]:

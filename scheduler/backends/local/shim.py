@@ -153,10 +153,11 @@ def main(pod_dir):
                 kill_group(child, signal.SIGKILL)
                 drain_until = now + DRAIN_SECONDS
         if status is None and stop["requested"] and not term_sent:
-            grace = (read_json(path("deletion.json")) or {}).get("grace_seconds", launch["grace_seconds"])
-            kill_group(child, signal.SIGTERM)
+            grace = float((read_json(path("deletion.json")) or {}).get("grace_seconds", launch["grace_seconds"]))
+            # No grace period is a forced stop: SIGKILL straight away, as Kubernetes does.
+            kill_group(child, signal.SIGTERM if grace > 0 else signal.SIGKILL)
             term_sent = True
-            kill_at = now + max(0.0, float(grace))
+            kill_at = now + grace if grace > 0 else None
         if status is None and kill_at is not None and now >= kill_at:
             kill_group(child, signal.SIGKILL)
             kill_at = None
