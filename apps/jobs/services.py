@@ -21,7 +21,12 @@ MAX_TAG_LENGTH = 255
 
 def default_virtual_cluster(user):
     """The user's default VC: the first, by name, of the VCs granted to their groups."""
-    return VirtualCluster.objects.filter(grants__group__user=user).select_related("cluster").order_by("name").first()
+    return (
+        VirtualCluster.objects.filter(grants__group__user=user)
+        .select_related("cluster", "tenant")
+        .order_by("name")
+        .first()
+    )
 
 
 def _virtual_cluster_for(user, name):
@@ -33,7 +38,7 @@ def _virtual_cluster_for(user, name):
             )
         return vc
     # Another tenant's VC answers as unknown: its existence does not leak.
-    vc = VirtualCluster.objects.visible_to(user).select_related("cluster").filter(name=name).first()
+    vc = VirtualCluster.objects.visible_to(user).select_related("cluster", "tenant").filter(name=name).first()
     if vc is None:
         raise NoVirtualClusterError(f"defaults.virtualCluster: virtual cluster {name} is not found.")
     if not VirtualCluster.objects.usable_by(user).filter(pk=vc.pk).exists():
@@ -97,7 +102,7 @@ def submit_job(user, body):
     }
     job = Job(
         owner=user,
-        tenant_id=vc.tenant_id,
+        tenant=vc.tenant,
         virtual_cluster=vc,
         name=parsed.name,
         protocol_text=parsed.protocol_text,

@@ -1,3 +1,5 @@
+import copy
+import functools
 import pathlib
 
 import pytest
@@ -31,9 +33,14 @@ def jobfile(name):
     return (JOBFILES / name).read_text()
 
 
+@functools.cache
+def _parsed_jobfile(name):
+    return yaml.safe_load(jobfile(name))
+
+
 def job_document(file="single_gpu.yaml", **changes):
     """A job file as a dict, with top-level keys replaced (None removes a key)."""
-    document = yaml.safe_load(jobfile(file))
+    document = copy.deepcopy(_parsed_jobfile(file))
     for key, value in changes.items():
         if value is None:
             document.pop(key, None)

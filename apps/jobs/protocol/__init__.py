@@ -14,7 +14,7 @@ import yaml
 from .errors import ProtocolError
 from .references import check_references, prerequisites_by_type
 from .resources import Sku, TaskRolePlan, leaf_cells_for, plan_leaf_cells
-from .structure import check_structure, load
+from .structure import YAML_DUMPER, check_structure, load
 from .templating import render, unresolved
 
 __all__ = [
@@ -68,7 +68,7 @@ def parse_job(body):
     return ParsedJob(
         name=document["name"],
         spec=spec,
-        protocol_text=yaml.safe_dump(spec, sort_keys=False, allow_unicode=True),
+        protocol_text=yaml.dump(spec, Dumper=YAML_DUMPER, sort_keys=False, allow_unicode=True),
         virtual_cluster=(document.get("defaults") or {}).get("virtualCluster"),
         priority_class=priority_class,
         priority=PRIORITY_CLASSES[priority_class],

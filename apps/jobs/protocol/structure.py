@@ -10,6 +10,9 @@ from .errors import ProtocolError, at
 from .schema import JOB_SCHEMA
 
 _VALIDATOR = Draft202012Validator(JOB_SCHEMA)
+# libyaml's loader when PyYAML was built with it: job files are parsed on every submit.
+YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+YAML_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 # Integers beyond what the database stores would fail on insert, not here.
 _MAX_INT = 2**31 - 1
 
@@ -23,7 +26,7 @@ def load(body):
             raise ProtocolError([f"body: is not UTF-8 text ({exc.reason} at byte {exc.start})"]) from None
     if isinstance(body, str):
         try:
-            document = yaml.safe_load(body)
+            document = yaml.load(body, Loader=YAML_LOADER)
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
