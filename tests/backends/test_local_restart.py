@@ -1,0 +1,178 @@
+"""The local backend survives a worker restart: pods created by a worker process that
+has exited are adopted by a new backend over the same state directory, their exits
+are still reported, lost supervisors are reported as NodeLost, a recycled pid is never
+adopted, and no pod ever runs twice."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from scheduler.backends import PodSpec, StorageMount, TransientCreationError
+from scheduler.backends.local import LocalBackend
+from scheduler.exitcodes import classify
+
+from .conftest import NODES, wait_for, wait_terminal
+
+REPO = Path(__file__).resolve().parents[2]
+CREATE = """
+import json, sys
+from scheduler.backends import PodSpec, StorageMount
+from scheduler.backends.local import LocalBackend
+options = json.loads(sys.argv[3])
+backend = LocalBackend(sys.argv[1], json.loads(sys.argv[2]), **options)
+for item in json.loads(sys.argv[4]):
+    item["storage_mounts"] = tuple(StorageMount(**m) for m in item.get("storage_mounts", ()))
+    print(backend.create_pod(PodSpec(**item)).uid)
+"""
+
+
+def create_in_another_worker(state_dir, *pods, **options):
+    """Create pods from a separate worker process that exits right after; their uids."""
+    done = subprocess.run(
+        [sys.executable, "-c", CREATE, str(state_dir), json.dumps(NODES), json.dumps(options), json.dumps(pods)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    return done.stdout.split()
+
+
+def wait_for_log(state_dir, name, text, timeout=10.0):
+    reader = LocalBackend(state_dir, NODES)  # reading logs changes nothing
+    deadline = time.monotonic() + timeout
+    while text not in reader.read_log(name):
+        assert time.monotonic() < deadline, f"{text!r} never appeared in the log of {name}"
+        time.sleep(0.02)
+    return reader.read_log(name)
+
+
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(") ", 1)[1][0] not in "ZX"
+    except FileNotFoundError:
+        return False
+
+
+@pytest.fixture
+def restarted(state_dir):
+    """The backend of the restarted worker (created when first used)."""
+    backends = []
+
+    def make(**options):
+        backends.append(LocalBackend(state_dir, NODES, **options))
+        return backends[-1]
+
+    yield make
+    for b in backends:
+        for pod in b.list_pods():
+            b.delete_pod(pod.name, grace_seconds=0)
+
+
+def test_a_running_pod_is_adopted_its_exit_reported_and_it_never_runs_twice(state_dir, tmp_path, restarted):
+    out = str(tmp_path / "out")
+    pod = {
+        "name": "adopted",
+        "node": "gpu-node-1",
+        "commands": 'echo run >> "$PAI_STORAGE_OUT/runs"; sleep 0.8; exit 5',
+        "storage_mounts": [{"name": "out", "claim": "out", "mount_path": "/mnt/out", "host_path": out}],
+    }
+    [uid] = create_in_another_worker(state_dir, pod)
+    backend = restarted()
+    running = wait_for(backend, "adopted", lambda o: o.phase == "Running")
+    assert running.uid == uid
+    mounts = (StorageMount(**pod["storage_mounts"][0]),)
+    again = backend.create_pod(PodSpec(name="adopted", node="gpu-node-1", commands=pod["commands"], storage_mounts=mounts))
+    assert again.uid == uid
+    cursor = running.resource_version
+    ended = wait_terminal(backend, "adopted")
+    assert (ended.phase, ended.exit_code, ended.uid) == ("Failed", 5, uid)
+    assert [o.phase for o in backend.poll(cursor)] == ["Failed"]
+    assert (tmp_path / "out" / "runs").read_text() == "run\n"
+
+
+def test_a_task_killed_while_no_worker_runs_is_reported_with_its_signal(state_dir, restarted):
+    create_in_another_worker(state_dir, {"name": "orphan", "node": "gpu-node-1", "commands": 'echo "pid $$"; sleep 30'})
+    pid = int(wait_for_log(state_dir, "orphan", "pid ").split()[1])
+    os.kill(pid, signal.SIGKILL)
+    while alive(pid):
+        time.sleep(0.01)
+    obs = wait_terminal(restarted(), "orphan")
+    assert (obs.phase, obs.exit_code, obs.signal, obs.reason) == ("Failed", 137, 9, "")
+
+
+def test_a_finished_pod_is_reported_by_the_next_worker(state_dir, restarted):
+    create_in_another_worker(state_dir, {"name": "quick", "node": "cpu-node-1", "commands": "echo done"})
+    wait_for_log(state_dir, "quick", "done")
+    obs = wait_terminal(restarted(), "quick")
+    assert (obs.phase, obs.exit_code) == ("Succeeded", 0)
+
+
+def test_a_vanished_supervisor_is_reported_lost_and_its_task_killed(state_dir, restarted):
+    create_in_another_worker(
+        state_dir,
+        {"name": "vanish", "node": "gpu-node-1", "commands": "echo \"pid $$ session $(cut -d' ' -f6 /proc/$$/stat)\"; sleep 30"},
+    )
+    words = wait_for_log(state_dir, "vanish", "session ").split()
+    task, supervisor = int(words[1]), int(words[3])
+    os.kill(supervisor, signal.SIGKILL)
+    while alive(supervisor):
+        time.sleep(0.01)
+    assert alive(task)
+    obs = wait_terminal(restarted(), "vanish")
+    assert (obs.phase, obs.reason, obs.exit_code) == ("Failed", "NodeLost", None)
+    assert classify(obs.exit_code, obs.signal, obs.reason, obs.container_reason).code == -1001
+    deadline = time.monotonic() + 2
+    while alive(task) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not alive(task)
+
+
+def test_a_recycled_pid_is_not_adopted_nor_killed(state_dir, restarted):
+    create_in_another_worker(
+        state_dir,
+        {"name": "recycled", "node": "gpu-node-1", "commands": "echo \"pid $$ session $(cut -d' ' -f6 /proc/$$/stat)\"; sleep 30"},
+    )
+    words = wait_for_log(state_dir, "recycled", "session ").split()
+    for pid in (int(words[3]), int(words[1])):
+        os.kill(pid, signal.SIGKILL)
+        while alive(pid):
+            time.sleep(0.01)
+    # Another program now holds the pids the pod's processes had.
+    stranger = subprocess.Popen(["sleep", "30"])
+    try:
+        record = state_dir / "pods" / "recycled" / "process.json"
+        process = json.loads(record.read_text())
+        process.update(shim_pid=stranger.pid, pid=stranger.pid)
+        record.write_text(json.dumps(process))
+        obs = wait_terminal(restarted(), "recycled")
+        assert (obs.phase, obs.reason) == ("Failed", "NodeLost")
+        time.sleep(0.1)
+        assert stranger.poll() is None
+    finally:
+        stranger.kill()
+        stranger.wait()
+
+
+def test_a_supervisor_that_never_started_is_reported_lost(state_dir, restarted):
+    create_in_another_worker(state_dir, {"name": "stillborn", "node": "cpu-node-1", "commands": "true"}, python="/bin/false")
+    backend = restarted(startup_timeout=0.3)
+    assert backend.list_pods()[0].phase == "Pending"
+    obs = wait_terminal(backend, "stillborn")
+    assert (obs.phase, obs.reason) == ("Failed", "NodeLost")
+    assert "never started" in obs.message
+
+
+def test_a_supervisor_that_cannot_be_spawned_is_a_transient_creation_error(state_dir):
+    backend = LocalBackend(state_dir, NODES, python=str(state_dir / "no-such-python"))
+    with pytest.raises(TransientCreationError):
+        backend.create_pod(PodSpec(name="unborn", node="cpu-node-1", commands="true"))
+    assert backend.list_pods() == []
