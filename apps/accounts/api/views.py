@@ -362,7 +362,8 @@ class MeView(ApiView):
         responses={201: MessageSerializer, **errors(400, 401, 403)},
         examples=[OpenApiExample("New password", request_only=True, value={
             "data": {"username": "alice", "oldPassword": "old-passphrase", "newPassword": "new-passphrase"},
-            "patch": True})],
+            "patch": True}),
+            OpenApiExample("Updated", value={"message": "Update user alice successfully."}, response_only=True)],
     )
     def put(self, request):
         serializer = s.MeUpdateSerializer(data=request.data)
@@ -438,7 +439,9 @@ class UserGroupView(ApiView):
         summary="Add a group to a user's grouplist (basic mode; admins of the account and the group).",
         request=s.GroupNameSerializer,
         responses={201: MessageSerializer, **errors(400, 401, 403, 404)},
-        examples=[OpenApiExample("Add", value={"groupname": "team_a"}, request_only=True)],
+        examples=[OpenApiExample("Add", value={"groupname": "team_a"}, request_only=True),
+                  OpenApiExample("Added", value={"message": "User alice is added into group team_a"},
+                                 response_only=True)],
     )
     def put(self, request, username):
         user, group = self._resolve(request, username)
@@ -451,7 +454,9 @@ class UserGroupView(ApiView):
         summary="Remove a group from a user's grouplist (basic mode).",
         request=s.GroupNameSerializer,
         responses={201: MessageSerializer, **errors(400, 401, 403, 404)},
-        examples=[OpenApiExample("Remove", value={"groupname": "team_a"}, request_only=True)],
+        examples=[OpenApiExample("Remove", value={"groupname": "team_a"}, request_only=True),
+                  OpenApiExample("Removed", value={"message": "User alice is removed from group team_a"},
+                                 response_only=True)],
     )
     def delete(self, request, username):
         user, group = self._resolve(request, username)
@@ -480,7 +485,9 @@ class UserGroupListView(ApiView):
         "the user's groups in other teams stay as they are.",
         request=s.GroupListSerializer,
         responses={201: MessageSerializer, **errors(400, 401, 403, 404)},
-        examples=[OpenApiExample("Replace", value={"grouplist": ["default", "team_a"]}, request_only=True)],
+        examples=[OpenApiExample("Replace", value={"grouplist": ["default", "team_a"]}, request_only=True),
+                  OpenApiExample("Replaced", value={"message": "update user grouplist successfully."},
+                                 response_only=True)],
     )
     def put(self, request, username):
         actor = request.user
@@ -604,7 +611,8 @@ class GroupListView(ApiView):
         request=s.GroupUpdateSerializer,
         responses={201: MessageSerializer, **errors(400, 401, 403, 404)},
         examples=[OpenApiExample("New description", request_only=True,
-                                 value={"data": {"groupname": "team_a", "description": "Team A"}, "patch": True})],
+                                 value={"data": {"groupname": "team_a", "description": "Team A"}, "patch": True}),
+                  OpenApiExample("Updated", value={"message": "update group team_a successfully."}, response_only=True)],
     )
     def put(self, request):
         actor = request.user

@@ -8,7 +8,7 @@ kubeconfig lives) is never returned.
 from django.shortcuts import get_object_or_404
 from django_filters import rest_framework as filters
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import viewsets
 from rest_framework.filters import OrderingFilter
 
@@ -16,6 +16,19 @@ from apps.clusters.choices import BackendKind, ClusterClass
 from apps.clusters.models import CellType, Cluster, Node, PhysicalCell
 
 from .serializers import CellTypeSerializer, ClusterSerializer, NodeSerializer, PhysicalCellSerializer
+
+CLUSTER_EXAMPLE = OpenApiExample("Cluster", response_only=True, value={
+    "name": "local", "cluster_class": "production", "backend": "local", "description": "",
+    "created_at": "2026-12-01T09:00:00Z"})
+CELL_TYPE_EXAMPLE = OpenApiExample("Cell type", response_only=True, value={
+    "name": "A100-NODE", "child": "A100-SWITCH", "child_count": 4, "is_node_level": True, "gpu": 1, "cpu": 1.0,
+    "memory_mb": 1024, "device_resource": "nvidia.com/gpu"})
+PHYSICAL_CELL_EXAMPLE = OpenApiExample("Physical cell", response_only=True, value={
+    "address": "gpu-node-1", "cell_type": "A100-NODE", "parent": "rack-1", "pinned_id": ""})
+NODE_EXAMPLE = OpenApiExample("Node", response_only=True, value={
+    "name": "gpu-node-1", "ip": "10.0.0.11", "ready": True, "schedulable": True, "gpu_capacity": 8,
+    "cpu_capacity": 64.0, "memory_mb_capacity": 524288, "labels": {"pai.sku": "A100"},
+    "updated_at": "2026-12-02T12:00:00Z"})
 
 CLUSTER_NAME = OpenApiParameter("cluster_name", OpenApiTypes.STR, OpenApiParameter.PATH, description="Cluster name")
 
@@ -63,8 +76,8 @@ class InventoryViewSet(viewsets.ReadOnlyModelViewSet):
 
 
 @extend_schema_view(
-    list=extend_schema(tags=["clusters"], summary="Clusters."),
-    retrieve=extend_schema(tags=["clusters"], summary="A cluster, by name."),
+    list=extend_schema(tags=["clusters"], summary="Clusters.", examples=[CLUSTER_EXAMPLE]),
+    retrieve=extend_schema(tags=["clusters"], summary="A cluster, by name.", examples=[CLUSTER_EXAMPLE]),
 )
 class ClusterViewSet(InventoryViewSet):
     queryset = Cluster.objects.all()
@@ -91,8 +104,8 @@ class ClusterPartViewSet(InventoryViewSet):
 
 @extend_schema_view(
     list=extend_schema(tags=["clusters"], summary="A cluster's cell types (leaf types are SKUs).",
-                       parameters=[CLUSTER_NAME]),
-    retrieve=extend_schema(tags=["clusters"], summary="A cell type.", parameters=[CLUSTER_NAME]),
+                       parameters=[CLUSTER_NAME], examples=[CELL_TYPE_EXAMPLE]),
+    retrieve=extend_schema(tags=["clusters"], summary="A cell type.", parameters=[CLUSTER_NAME], examples=[CELL_TYPE_EXAMPLE]),
 )
 class CellTypeViewSet(ClusterPartViewSet):
     model = CellType
@@ -108,8 +121,8 @@ class CellTypeViewSet(ClusterPartViewSet):
 
 @extend_schema_view(
     list=extend_schema(tags=["clusters"], summary="A cluster's physical cells (racks, nodes...).",
-                       parameters=[CLUSTER_NAME]),
-    retrieve=extend_schema(tags=["clusters"], summary="A physical cell, by address.", parameters=[CLUSTER_NAME]),
+                       parameters=[CLUSTER_NAME], examples=[PHYSICAL_CELL_EXAMPLE]),
+    retrieve=extend_schema(tags=["clusters"], summary="A physical cell, by address.", parameters=[CLUSTER_NAME], examples=[PHYSICAL_CELL_EXAMPLE]),
 )
 class PhysicalCellViewSet(ClusterPartViewSet):
     model = PhysicalCell
@@ -126,8 +139,8 @@ class PhysicalCellViewSet(ClusterPartViewSet):
 
 @extend_schema_view(
     list=extend_schema(tags=["clusters"], summary="A cluster's nodes, with health and capacity.",
-                       parameters=[CLUSTER_NAME]),
-    retrieve=extend_schema(tags=["clusters"], summary="A node.", parameters=[CLUSTER_NAME]),
+                       parameters=[CLUSTER_NAME], examples=[NODE_EXAMPLE]),
+    retrieve=extend_schema(tags=["clusters"], summary="A node.", parameters=[CLUSTER_NAME], examples=[NODE_EXAMPLE]),
 )
 class NodeViewSet(ClusterPartViewSet):
     model = Node

@@ -4,13 +4,19 @@ Teams and their policies change in the admin, where tenant admins manage their o
 """
 
 from django_filters import rest_framework as filters
-from drf_spectacular.utils import extend_schema, extend_schema_view
+from drf_spectacular.utils import OpenApiExample, extend_schema, extend_schema_view
 from rest_framework import viewsets
 from rest_framework.filters import OrderingFilter
 
 from apps.tenants.models import Tenant
 
 from .serializers import TenantSerializer
+
+
+EXAMPLE = OpenApiExample("Team", response_only=True, value={
+    "slug": "team-a", "name": "Team A", "description": "Vision and speech research",
+    "contact_email": "team-a-admins@example.com", "job_retention_days": 30, "idle_gpu_threshold_percent": 5,
+    "idle_gpu_hours": 24, "idle_gpu_action": "notify", "created_at": "2026-12-01T09:00:00Z"})
 
 
 class TenantFilter(filters.FilterSet):
@@ -22,8 +28,8 @@ class TenantFilter(filters.FilterSet):
 
 
 @extend_schema_view(
-    list=extend_schema(tags=["tenants"], summary="Teams you belong to (all, for platform admins)."),
-    retrieve=extend_schema(tags=["tenants"], summary="A team, by slug."),
+    list=extend_schema(tags=["tenants"], summary="Teams you belong to (all, for platform admins).", examples=[EXAMPLE]),
+    retrieve=extend_schema(tags=["tenants"], summary="A team, by slug.", examples=[EXAMPLE]),
 )
 class TenantViewSet(viewsets.ReadOnlyModelViewSet):
     serializer_class = TenantSerializer
