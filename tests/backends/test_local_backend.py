@@ -3,7 +3,6 @@ change feed, logs and events."""
 
 import json
 import os
-import signal
 import time
 
 import pytest
@@ -17,7 +16,7 @@ from scheduler.backends import (
     StorageMount,
     pod_labels,
 )
-from scheduler.backends.local import LocalBackend, LocalNode
+from scheduler.backends.local import LocalNode
 from scheduler.exitcodes import classify
 
 from .conftest import wait_for, wait_terminal

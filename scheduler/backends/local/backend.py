@@ -54,6 +54,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -153,10 +154,15 @@ def _proc_state(pid: int) -> tuple[str, int] | None:
     return fields[0], int(fields[19])
 
 
+@cache
+def _boot_id() -> str:
+    return shim.boot_id()
+
+
 def _is_same_process(pid: int | None, start: int | None, boot: str | None) -> bool:
     """Whether ``pid`` is still the process that was recorded (not a recycled pid, not a
     zombie, same boot)."""
-    if pid is None or start is None or boot != shim.boot_id():
+    if pid is None or start is None or boot != _boot_id():
         return False
     state = _proc_state(pid)
     return state is not None and state[1] == start and state[0] not in ("Z", "X")
