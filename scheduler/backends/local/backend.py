@@ -33,8 +33,11 @@ object ``{mount path: local directory}``. Read-only mounts are not enforced.
 The task's environment is the spec's ``env`` plus ``CUDA_VISIBLE_DEVICES`` (the node's
 real GPU ids for the placed devices, or the device indices on virtual GPUs; empty when
 none) and only ``PATH``, ``HOME``, ``LANG``, ``LC_ALL``, ``TZ``, ``USER``, ``LOGNAME``
-from the worker, never its secrets. Image, CPU/memory limits and shm are not enforced.
-Linux only (``/proc``).
+from the worker, never its secrets. It always runs in ``work/``: the spec's
+``working_dir`` is a path inside a container image and has no meaning here. Image, pull
+credentials, CPU/memory limits, shm and ports are not enforced (ports only reach the
+task through its ``PAI_PORT_LIST_*`` variables). Output is kept per stream and once
+interleaved (``all.log``), so logs take twice their size on disk. Linux only (``/proc``).
 """
 
 from __future__ import annotations
