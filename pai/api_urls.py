@@ -10,6 +10,7 @@ urlpatterns = [
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("v2/info", InfoView.as_view(), name="api-info"),
     path("v2/", include("apps.accounts.api.urls")),
+    path("v2/", include("apps.accounts.oidc_api_urls")),
     path("v2/", include("apps.virtualclusters.api.urls")),
     path("v2/", include("apps.storage.api.urls")),
     path("v2/", include("apps.clusters.api.urls")),

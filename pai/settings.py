@@ -142,9 +142,18 @@ if PAI_AUTH_MODE == "oidc":
     OIDC_OP_USER_ENDPOINT = env("OIDC_OP_USER_ENDPOINT", "")
     OIDC_OP_JWKS_ENDPOINT = env("OIDC_OP_JWKS_ENDPOINT", "")
     OIDC_RP_SCOPES = env("OIDC_RP_SCOPES", "openid email profile groups")
+    # The provider's end-session endpoint: pai's logout ends the provider's session too.
+    OIDC_OP_LOGOUT_ENDPOINT = env("OIDC_OP_LOGOUT_ENDPOINT", "")
+    OIDC_OP_LOGOUT_URL_METHOD = "apps.accounts.oidc.provider_logout_url"
+    OIDC_STORE_ID_TOKEN = True  # sent back as id_token_hint at logout
+    OIDC_USE_PKCE = env_bool("OIDC_USE_PKCE", True)
+    OIDC_TIMEOUT = int(env("OIDC_TIMEOUT", "10"))
+    OIDC_VERIFY_SSL = env_bool("OIDC_VERIFY_SSL", True)
 PAI_OIDC_USERNAME_CLAIM = env("PAI_OIDC_USERNAME_CLAIM", "preferred_username")
 PAI_OIDC_EMAIL_CLAIM = env("PAI_OIDC_EMAIL_CLAIM", "email")
 PAI_OIDC_GROUPS_CLAIM = env("PAI_OIDC_GROUPS_CLAIM", "groups")
+# Named on the page that refuses a user in no group pai knows.
+PAI_OIDC_ACCESS_CONTACT = env("PAI_OIDC_ACCESS_CONTACT", "the administrator of your team")
 
 LOGIN_URL = "/admin/login/"
 LOGIN_REDIRECT_URL = "/"

@@ -9,6 +9,7 @@ urlpatterns = [
     path("readyz", views.readyz, name="readyz"),
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
+    path("oidc/", include("apps.accounts.oidc_urls")),
     path("api/", include("pai.api_urls")),
     path("oncall/", include("apps.oncall.urls")),
 ]
