@@ -32,6 +32,8 @@ Causer = Literal["user", "platform", "resource"]
 
 SPEC_PATH = Path(__file__).with_name("exitspec.yaml")
 FALLBACK_CODE = 255
+# How much of a failed task's log to search for patterns and to show in job detail.
+LOG_TAIL_LINES = 100
 
 SUCCEEDED = 0
 POD_EXTERNAL_DELETED = -101

@@ -2,6 +2,7 @@
 
 Pure decisions, data in and data out; the reconciler in the worker applies them:
 
+- :func:`task_exit`: how a task attempt's pod ended (code and exit spec row);
 - :func:`completion_policy` and :func:`evaluate_completion`: when a task completes,
   does its attempt succeed, fail, or keep running?
 - :func:`decide_job_retry`: after an attempt ends, run another one or end the job?
@@ -17,7 +18,17 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Literal
 
-from .exitcodes import ATTEMPT_COMPLETION, STOP_REQUESTED, SUCCEEDED, ExitSpecRow, row
+from .backends.base import PodObservation
+from .exitcodes import (
+    ATTEMPT_COMPLETION,
+    FALLBACK_CODE,
+    POD_EXTERNAL_DELETED,
+    STOP_REQUESTED,
+    SUCCEEDED,
+    ExitSpecRow,
+    classify,
+    row,
+)
 
 NEVER = -1
 """``minFailedInstances: -1`` / ``minSucceededInstances: -1``: this count never ends the
@@ -87,6 +98,45 @@ def user_state(sub_state: str, exit_code: int | None) -> JobState:
             return JobState.SUCCEEDED
         return JobState.STOPPED if exit_code in _STOP_CODES else JobState.FAILED
     return JobState.UNKNOWN
+
+
+# -- how a task attempt ended -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TaskExit:
+    """A task attempt's completion: the code to record and its exit spec row."""
+
+    code: int
+    row: ExitSpecRow
+
+
+def task_exit(observation: PodObservation, log_tail: str = "") -> TaskExit | None:
+    """How the pod of a task attempt ended, or ``None`` while it has not.
+
+    A terminal pod is classified from its exit code, signal, reasons and ``log_tail``
+    (e.g. ``backend.read_log(name, tail_lines=exitcodes.LOG_TAIL_LINES)``). The code to
+    record is the matched row's (−1001 node lost, −1200 for an OOM kill that exited 137,
+    226 for a CUDA out-of-memory that exited 1, as OpenPAI's runtime reported it),
+    except for the fallback row, where the container's own code stays (an unknown ``3``
+    stays ``3``). A pod that is gone
+    without a terminal phase vanished: −101, deleted by someone else (transient). Pods
+    pai deleted itself end with the code of the reason pai had (−210 stop, −220
+    completion, −1003 preemption): the reconciler records that instead.
+    """
+    if not observation.terminal:
+        if observation.deleted:
+            return TaskExit(POD_EXTERNAL_DELETED, row(POD_EXTERNAL_DELETED))
+        return None
+    exit_row = classify(
+        observation.exit_code, observation.signal, observation.reason, observation.container_reason, log_tail
+    )
+    if exit_row.code != FALLBACK_CODE:
+        return TaskExit(exit_row.code, exit_row)
+    code = observation.exit_code
+    if code is None:
+        code = 128 + observation.signal if observation.signal else FALLBACK_CODE
+    return TaskExit(code, exit_row)
 
 
 # -- completion policy -------------------------------------------------------------------
