@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -176,3 +177,15 @@ def test_a_supervisor_that_cannot_be_spawned_is_a_transient_creation_error(state
     with pytest.raises(TransientCreationError):
         backend.create_pod(PodSpec(name="unborn", node="cpu-node-1", commands="true"))
     assert backend.list_pods() == []
+
+
+def test_two_workers_creating_the_same_pod_at_once_start_it_once(state_dir, tmp_path, restarted):
+    out = tmp_path / "out"
+    mount = StorageMount(name="out", claim="out", mount_path="/mnt/out", host_path=str(out))
+    pod = PodSpec(name="raced", node="gpu-node-1", commands='echo run >> "$PAI_STORAGE_OUT/runs"', storage_mounts=(mount,))
+    first, second = restarted(), restarted()
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        uids = {f.result().uid for f in [pool.submit(first.create_pod, pod), pool.submit(second.create_pod, pod)]}
+    assert len(uids) == 1
+    wait_terminal(first, "raced")
+    assert (out / "runs").read_text() == "run\n"
