@@ -1,0 +1,196 @@
+"""The on-call pages and admin: login, scoping, the action forms, the dashboard."""
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from apps.oncall import services
+from apps.oncall.choices import IncidentSource, IncidentStatus
+
+
+@pytest.fixture
+def on_shift(oncall):
+    rotation = oncall.rotation
+    rotation.start_date = (timezone.now() - timedelta(days=1)).date()
+    rotation.handoff_weekday = rotation.start_date.weekday()
+    rotation.save()
+    return oncall
+
+
+def open_alert_incident(world, title="GPU node down", severity=1):
+    return services.open_incident(title=title, severity=severity, source=IncidentSource.ALERT, cluster=world.cluster)
+
+
+PAGES = ["/oncall/", "/oncall/incidents/new/", "/oncall/rotations/", "/oncall/dashboard/"]
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_pages_need_a_login(client, db, path):
+    response = client.get(path)
+    assert response.status_code == 302 and "login" in response["Location"]
+
+
+@pytest.mark.parametrize("path", PAGES)
+def test_pages_render_for_a_member(client, on_shift, path):
+    client.force_login(on_shift.a_member)
+    assert client.get(path).status_code == 200
+
+
+def test_list_shows_responders_everything_and_users_their_reports(client, on_shift):
+    alert_incident = open_alert_incident(on_shift)
+    report = services.report_incident(on_shift.a_member, title="Cannot submit jobs", severity=1)
+    client.force_login(on_shift.a_member)
+    page = client.get("/oncall/").content.decode()
+    assert "Cannot submit jobs" in page and "GPU node down" not in page
+    assert client.get(f"/oncall/incidents/{alert_incident.pk}/").status_code == 404
+    client.force_login(on_shift.b_member)
+    assert client.get(f"/oncall/incidents/{report.pk}/").status_code == 404
+    client.force_login(on_shift.alice)
+    page = client.get("/oncall/").content.decode()
+    assert "Cannot submit jobs" in page and "GPU node down" in page
+    assert "data-seconds-left" in page  # the live SLA countdowns
+
+
+def test_list_filters(client, on_shift):
+    open_alert_incident(on_shift, "sev one", 1)
+    open_alert_incident(on_shift, "sev three", 3)
+    client.force_login(on_shift.alice)
+    page = client.get("/oncall/?severity=3").content.decode()
+    assert "sev three" in page and "sev one" not in page
+    page = client.get("/oncall/?status=resolved").content.decode()
+    assert "sev three" not in page and "No incidents match." in page
+
+
+def test_report_form_shows_severity_meanings_and_opens_a_report(client, on_shift):
+    client.force_login(on_shift.a_member)
+    form = client.get("/oncall/incidents/new/").content.decode()
+    assert "a whole production cluster is unavailable" in form
+    assert "random job failures with low probability" in form
+    bad = client.post("/oncall/incidents/new/", {"title": "", "severity": "9"})
+    assert bad.status_code == 200 and b"This field is required" in bad.content
+    response = client.post("/oncall/incidents/new/", {"title": "Portal slow", "description": "", "severity": "2",
+                                                      "cluster": on_shift.cluster.pk})
+    incident = on_shift.a_member.reported_incidents.get()
+    assert response.status_code == 302 and response["Location"] == f"/oncall/incidents/{incident.pk}/"
+    assert incident.source == IncidentSource.USER and incident.proposed_severity == 2
+
+
+def test_dri_works_an_incident_through_the_forms(client, on_shift):
+    incident = services.report_incident(on_shift.a_member, title="Jobs fail on gpu-node-3", severity=2)
+    url = f"/oncall/incidents/{incident.pk}/"
+    client.force_login(on_shift.alice)
+    page = client.get(url).content.decode()
+    assert 'id="acknowledge"' in page and 'id="confirm-severity"' in page and "csrfmiddlewaretoken" in page
+    steps = [
+        ("confirm-severity", {"severity": "1"}),
+        ("acknowledge", {}),
+        ("update", {"message": "draining gpu-node-3"}),
+        ("mitigate", {"message": "node cordoned"}),
+        ("resolve", {"message": "GPU replaced"}),
+        ("review", {"cause": "a failing GPU", "prevention": "run DCGM diagnostics nightly",
+                    "follow_up_title": "Nightly DCGM run", "follow_up_owner": "bob", "follow_up_due": "2027-01-10",
+                    "follow_up_link": "https://tracker.example/42"}),
+        ("close", {}),
+    ]
+    for action, data in steps:
+        response = client.post(f"{url}{action}/", data)
+        assert response.status_code == 302, (action, response.content[:500])
+    incident.refresh_from_db()
+    assert incident.status == IncidentStatus.CLOSED and incident.severity == 1
+    assert incident.follow_ups.get().owner == on_shift.bob
+    page = client.get(url).content.decode()
+    assert "draining gpu-node-3" in page and "run DCGM diagnostics nightly" in page and "Nightly DCGM run" in page
+
+
+def test_refused_and_forbidden_actions(client, on_shift):
+    incident = open_alert_incident(on_shift)
+    url = f"/oncall/incidents/{incident.pk}/"
+    client.force_login(on_shift.alice)
+    response = client.post(f"{url}resolve/", follow=True)
+    assert "Cannot resolve an incident that is triggered" in response.content.decode()
+    assert client.post(f"{url}explode/").status_code == 404
+    assert client.get(f"{url}acknowledge/").status_code == 405
+    services.acknowledge(incident, on_shift.alice)
+    response = client.post(f"{url}update/", {"message": ""}, follow=True)
+    assert "message: This field is required." in response.content.decode()
+    report = services.report_incident(on_shift.a_member, title="mine", severity=3)
+    client.force_login(on_shift.a_member)
+    page = client.get(f"/oncall/incidents/{report.pk}/").content.decode()
+    assert 'id="acknowledge"' not in page
+    assert client.post(f"/oncall/incidents/{report.pk}/acknowledge/").status_code == 403
+    report.refresh_from_db()
+    assert report.status == IncidentStatus.TRIGGERED
+
+
+def test_review_form_errors_are_shown(client, on_shift):
+    incident = open_alert_incident(on_shift)
+    services.acknowledge(incident, on_shift.alice)
+    services.resolve(incident, on_shift.alice)
+    client.force_login(on_shift.alice)
+    response = client.post(f"/oncall/incidents/{incident.pk}/review/", {"cause": "", "prevention": "p", "follow_up_link": "x"})
+    assert response.status_code == 200
+    body = response.content.decode()
+    assert "This field is required." in body and "Enter a valid URL." in body
+
+
+def test_rotation_calendar_shows_who_is_on_call_and_fair_share(client, on_shift):
+    client.force_login(on_shift.b_member)
+    page = client.get("/oncall/rotations/").content.decode()
+    assert "On call now:</strong>\n    alice" in page
+    assert page.count("<tr") >= 8 + 2
+
+
+def test_dashboard_draws_charts_per_grouping(client, on_shift):
+    for severity in (0, 1, 3):
+        incident = open_alert_incident(on_shift, f"sev {severity}", severity)
+        services.acknowledge(incident, on_shift.alice)
+        services.resolve(incident, on_shift.alice)
+    client.force_login(on_shift.alice)
+    response = client.get("/oncall/dashboard/")
+    page = response.content.decode()
+    for grouping in ("by-severity", "by-cluster_class", "by-dri", "by-week"):
+        assert f'id="{grouping}"' in page
+    assert page.count('<svg class="chart"') == 12
+    assert page.count('class="bar"') >= 3 * 3
+    assert response.context["total"] == 3
+    # A plain member's dashboard only counts what the member may see.
+    client.force_login(on_shift.a_member)
+    assert client.get("/oncall/dashboard/").context["total"] == 0
+    assert client.get("/oncall/dashboard/?weeks=abc").status_code == 200
+
+
+ADMIN_MODELS = ["rotation", "monitoringcalendar", "slapolicy", "alertroute", "incident", "alert", "notification"]
+
+
+@pytest.mark.parametrize("model", ADMIN_MODELS)
+def test_admin_is_for_platform_admins_only(client, on_shift, model):
+    open_alert_incident(on_shift)
+    client.force_login(on_shift.root)
+    assert client.get(f"/admin/oncall/{model}/").status_code == 200
+    client.force_login(on_shift.a_admin)  # staff, but a team admin
+    assert client.get(f"/admin/oncall/{model}/").status_code in (302, 403)
+
+
+def test_admin_edits_sla_rows_and_calendars(client, on_shift):
+    from apps.oncall.models import MonitoringCalendar, SlaPolicy
+
+    client.force_login(on_shift.root)
+    calendar = MonitoringCalendar.objects.get(name="Working hours")
+    policy = SlaPolicy.objects.get(name="Severity 2, production")
+    assert client.get(f"/admin/oncall/slapolicy/{policy.pk}/change/").status_code == 200
+    response = client.post(f"/admin/oncall/monitoringcalendar/{calendar.pk}/change/", {
+        "name": "Working hours", "timezone": "Europe/Berlin", "weekdays": ["0", "1", "2", "3"],
+        "start_time": "08:00", "end_time": "17:00",
+        "holidays-TOTAL_FORMS": "1", "holidays-INITIAL_FORMS": "0", "holidays-MIN_NUM_FORMS": "0",
+        "holidays-MAX_NUM_FORMS": "1000", "holidays-0-date": "2026-12-25", "holidays-0-name": "Christmas",
+    })
+    assert response.status_code == 302, response.content.decode()[:2000]
+    calendar.refresh_from_db()
+    assert calendar.weekdays == [0, 1, 2, 3] and calendar.timezone == "Europe/Berlin"
+    assert calendar.holidays.get().name == "Christmas"
+    bad = client.post(f"/admin/oncall/monitoringcalendar/{calendar.pk}/change/", {
+        "name": "Working hours", "timezone": "Nowhere/Land", "weekdays": ["0"], "start_time": "18:00", "end_time": "08:00",
+        "holidays-TOTAL_FORMS": "0", "holidays-INITIAL_FORMS": "1", "holidays-MIN_NUM_FORMS": "0", "holidays-MAX_NUM_FORMS": "1000",
+    })
+    assert bad.status_code == 200 and "is not an IANA time zone" in bad.content.decode()
