@@ -270,6 +270,7 @@ class Topology:
         self.nodes: dict[str, Node] = {}
         self.pinned: dict[str, Cell] = {}
         self.undo: list[Callable[[], None]] = []
+        self.unhealthy: dict[str, Node] = {}
         for pspec in spec.physical_cells:
             chain = self.chain_of_type.get(pspec.cell_type)
             if chain is None:
@@ -507,6 +508,10 @@ class Topology:
                 for c in node.leaf_cells[i].up:
                     c.idle += d
         node.healthy = healthy
+        if healthy:
+            del self.unhealthy[node.name]
+        else:
+            self.unhealthy[node.name] = node
         self.rebucket(node)
 
     def rebucket(self, node: Node) -> None:

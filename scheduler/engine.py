@@ -39,6 +39,15 @@ from .spec import MAX_PRIORITY, ClusterSpec, GangRequest, VirtualClusterSpec, le
 DEFAULT_STARVATION_THRESHOLD = 3600.0
 
 
+@dataclass(frozen=True)
+class _Option:
+    """One way to run a gang (one SKU choice): its pods' needs, and its shape, which is
+    all that decides whether it fits and so keys the cycle's failure cache."""
+
+    needs: list[PodNeed]
+    shape: tuple
+
+
 @dataclass
 class _Admission:
     job: RunningJob
@@ -75,7 +84,32 @@ class Engine:
             cohort = self.vcs[name].spec.cohort
             if cohort is not None:
                 self._cohorts.setdefault(cohort, []).append(name)
+        self._lenders: dict[str, list[str]] = {}
+        self._usable_skus: dict[str, list[str]] = {}
+        for name, state in self.vcs.items():
+            cohort = state.spec.cohort
+            lenders = []
+            if cohort is not None and state.spec.borrowing_limit != 0:
+                lenders = [n for n in self._cohorts[cohort] if n != name and self.vcs[n].spec.lending_limit != 0]
+            self._lenders[name] = lenders
+            self._usable_skus[name] = sorted(set(state.skus()).union(*(self.vcs[n].skus() for n in lenders)))
+        # Per VC and SKU: the largest cell it can use and the leaves it may borrow at most.
+        self._largest: dict[str, dict[str, int]] = {}
+        self._borrowable: dict[str, dict[str, int]] = {}
+        for name, state in self.vcs.items():
+            lenders = [self.vcs[n] for n in self._lenders[name]]
+            self._largest[name] = {}
+            self._borrowable[name] = {}
+            for sku, chain in self.topology.chains.items():
+                self._largest[name][sku] = max([state.largest_cell_leaves(chain)] + [
+                    lender.largest_cell_leaves(chain) for lender in lenders])
+                lendable = sum(self._lendable(lender, chain) for lender in lenders)
+                if state.spec.borrowing_limit is not None:
+                    lendable = min(lendable, state.spec.borrowing_limit)
+                self._borrowable[name][sku] = lendable
         self._failures: dict[tuple, tuple[int, str]] = {}
+        # Resolved requests by job id; a queue is mostly the same gangs cycle after cycle.
+        self._resolved: dict[str, tuple[GangRequest, list[_Option] | InvalidRequestError]] = {}
 
     # --- cluster events --------------------------------------------------------------
 
@@ -102,6 +136,21 @@ class Engine:
         """Raise :class:`InvalidRequestError` if no state of the cluster could run it."""
         self._resolve(gang)
 
+    def _options(self, gang: GangRequest) -> list[_Option]:
+        cached = self._resolved.get(gang.job_id)
+        if cached is None or not (cached[0] is gang or cached[0] == gang):
+            try:
+                result: list[_Option] | InvalidRequestError = [
+                    _Option(needs, tuple(sorted((n.sku, n.leaf_cells, n.pinned_cell or "") for n in needs)))
+                    for needs in self._resolve(gang)
+                ]
+            except InvalidRequestError as e:
+                result = e
+            cached = self._resolved[gang.job_id] = (gang, result)
+        if isinstance(cached[1], InvalidRequestError):
+            raise cached[1]
+        return cached[1]
+
     def _resolve(self, gang: GangRequest) -> list[list[PodNeed]]:
         """The SKU choices a gang can run with (one unless it leaves the SKU open)."""
         vc = self.vcs.get(gang.vc)
@@ -116,7 +165,7 @@ class Engine:
         roles: dict[str, list] = {}
         for pod in gang.pods:
             roles.setdefault(pod.task_role, []).append(pod)
-        vc_skus = sorted(set(vc.skus()).union(*(self.vcs[n].skus() for n in self._lender_names(vc))))
+        vc_skus = self._usable_skus[vc.name]
         open_options: list[str | None] = [None]
         for role in sorted(roles):
             pods = roles[role]
@@ -215,7 +264,7 @@ class Engine:
                 continue
             if gang.opportunistic:
                 continue
-            largest = max([vc.largest_cell_leaves(chain)] + [self.vcs[n].largest_cell_leaves(chain) for n in self._lender_names(vc)])
+            largest = self._largest[vc.name][need.sku]
             if need.leaf_cells > largest:
                 raise InvalidRequestError(
                     field,
@@ -226,9 +275,7 @@ class Engine:
         for sku, total in sorted(totals.items()):
             chain = self.topology.chains[sku]
             own = vc.quota_leaves(chain)
-            lendable = sum(self._lendable(self.vcs[n], chain) for n in self._lender_names(vc))
-            if vc.spec.borrowing_limit is not None:
-                lendable = min(lendable, vc.spec.borrowing_limit)
+            lendable = self._borrowable[vc.name][sku]
             if total > own + lendable:
                 extra = f" plus {lendable} it may borrow" if lendable else ""
                 raise InvalidRequestError(
@@ -237,9 +284,7 @@ class Engine:
                 )
 
     def _lender_names(self, vc: VcState) -> list[str]:
-        if vc.spec.cohort is None or vc.spec.borrowing_limit == 0:
-            return []
-        return [n for n in self._cohorts[vc.spec.cohort] if n != vc.name and self.vcs[n].spec.lending_limit != 0]
+        return self._lenders[vc.name]
 
     def _lendable(self, lender: VcState, chain: Chain) -> int:
         total = lender.quota_leaves(chain)
@@ -258,8 +303,8 @@ class Engine:
         """
         self._failures = {}
         expired = []
-        for job_id in sorted(self.ledger.jobs):
-            job = self.ledger.jobs[job_id]
+        for job_id in sorted(self.ledger.limited):
+            job = self.ledger.limited[job_id]
             ends = job.ends_at()
             if ends is not None and now >= ends:
                 self.ledger.remove(job)
@@ -267,7 +312,7 @@ class Engine:
         self.topology.commit()
 
         rejected: list[Rejection] = []
-        ordered: list[tuple[GangRequest, list[list[PodNeed]]]] = []
+        ordered: list[tuple[GangRequest, list[_Option]]] = []
         seen: set[str] = set()
         for gang in sorted(queue, key=cycle_order):
             if gang.job_id in self.ledger.jobs or gang.job_id in seen:
@@ -275,15 +320,16 @@ class Engine:
                 continue
             seen.add(gang.job_id)
             try:
-                ordered.append((gang, self._resolve(gang)))
+                ordered.append((gang, self._options(gang)))
             except InvalidRequestError as e:
                 rejected.append(Rejection(gang.job_id, e.field, e.message))
+        self._resolved = {job_id: self._resolved[job_id] for job_id in sorted(seen) if job_id in self._resolved}
 
         placements: list[RunningJob] = []
         preemptions: list[Preemption] = []
         reasons: dict[str, str] = {}
         reservations: list[Reservation] = []
-        borrowers: dict[str, list[tuple[GangRequest, list[list[PodNeed]]]]] = {}
+        borrowers: dict[str, list[tuple[GangRequest, list[_Option]]]] = {}
 
         for gang, options in ordered:
             if gang.opportunistic:
@@ -297,8 +343,9 @@ class Engine:
             vc = self.vcs[gang.vc]
             if self._lender_names(vc):
                 borrowers.setdefault(gang.vc, []).append((gang, options))
-            if now - gang.submitted_at >= self.starvation_threshold and not self._over_user_cap(gang, vc, options[0]):
-                reservation = self._reserve(gang, options[0], reservations, now)
+            needs = options[0].needs
+            if now - gang.submitted_at >= self.starvation_threshold and not self._over_user_cap(gang, vc, needs):
+                reservation = self._reserve(gang, needs, reservations, now)
                 if reservation is not None:
                     reservations.append(reservation)
 
@@ -353,26 +400,28 @@ class Engine:
             f"{vc.name!r}; the job needs {total} more"
         )
 
-    @staticmethod
-    def _shape(needs: list[PodNeed]) -> tuple:
-        return tuple(sorted((n.sku, n.leaf_cells, n.pinned_cell or "") for n in needs))
-
     def _admit_guaranteed(
         self,
         gang: GangRequest,
-        options: list[list[PodNeed]],
+        options: list[_Option],
         reservations: list[Reservation],
         now: float,
         borrowing: bool,
     ) -> _Admission | str:
         vc = self.vcs[gang.vc]
+        if not reservations and vc.spec.max_leaf_cells_per_user is None and len(options) == 1:
+            # The common case of a queue full of gangs alike: one dictionary look-up.
+            hit = self._failures.get((gang.vc, gang.priority, options[0].shape, (), borrowing))
+            if hit is not None and hit[0] == self.ledger.generation:
+                return hit[1]
         lenders = [self.vcs[n] for n in self._lender_names(vc)] if borrowing else None
         ids, blocked = blocked_for(gang, reservations, now)
         first_reason = None
-        for needs in options:
+        for option in options:
+            needs = option.needs
             reason = self._over_user_cap(gang, vc, needs)
             if reason is None:
-                key = (gang.vc, gang.priority, self._shape(needs), ids, borrowing)
+                key = (gang.vc, gang.priority, option.shape, ids, borrowing)
                 hit = self._failures.get(key)
                 if hit is not None and hit[0] == self.ledger.generation:
                     reason = hit[1]
@@ -396,12 +445,17 @@ class Engine:
         return first_reason
 
     def _admit_opportunistic(
-        self, gang: GangRequest, options: list[list[PodNeed]], reservations: list[Reservation], now: float
+        self, gang: GangRequest, options: list[_Option], reservations: list[Reservation], now: float
     ) -> _Admission | str:
+        if not reservations and len(options) == 1:
+            hit = self._failures.get(("opportunistic", options[0].shape, ()))
+            if hit is not None and hit[0] == self.ledger.generation:
+                return hit[1]
         ids, blocked = blocked_for(gang, reservations, now)
         first_reason = None
-        for needs in options:
-            key = ("opportunistic", self._shape(needs), ids)
+        for option in options:
+            needs = option.needs
+            key = ("opportunistic", option.shape, ids)
             hit = self._failures.get(key)
             if hit is not None and hit[0] == self.ledger.generation:
                 reason = hit[1]
@@ -422,7 +476,7 @@ class Engine:
 
     def _borrow_pass(
         self,
-        borrowers: dict[str, list[tuple[GangRequest, list[list[PodNeed]]]]],
+        borrowers: dict[str, list[tuple[GangRequest, list[_Option]]]],
         reservations: list[Reservation],
         now: float,
         placements: list[RunningJob],
@@ -590,8 +644,8 @@ class Engine:
 
     def _bad_nodes(self, chain: Chain, vc: str | None) -> list[str]:
         names = []
-        for node in chain.nodes:
-            if node.healthy or node.pinned:
+        for node in self.topology.unhealthy.values():
+            if node.chain is not chain or node.pinned:
                 continue
             users = {c.binding.user for c in node.cell.up if c.binding is not None}
             if vc is None or not users or vc in users:
@@ -637,9 +691,9 @@ class Engine:
             text += f"; {lent} {sku} are lent to other VCs of cohort {vc.spec.cohort!r}"
         text += bad_nodes_note(self._bad_nodes(chain, vc.name))
         protected = [
-            j for j in list(self.ledger.opportunistic.values()) + list(self.ledger.guaranteed_by_vc[vc.name].values())
-            if (j.opportunistic or j.priority < gang.priority) and now - j.started_at < j.min_runtime
-            and any(p.node.chain is chain for p in j.pods)
+            j for j in self.ledger.graced.values()
+            if (j.opportunistic or (j.vc == vc.name and j.priority < gang.priority))
+            and now - j.started_at < j.min_runtime and any(p.node.chain is chain for p in j.pods)
         ]
         if protected:
             first = min(j.started_at + j.min_runtime for j in protected)

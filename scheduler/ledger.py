@@ -77,6 +77,8 @@ class Ledger:
         # Indexes for choosing preemption victims without scanning every job.
         self.opportunistic: dict[str, RunningJob] = {}
         self.guaranteed_by_vc: dict[str, dict[str, RunningJob]] = {name: {} for name in vcs}
+        self.limited: dict[str, RunningJob] = {}  # jobs with a maximum runtime
+        self.graced: dict[str, RunningJob] = {}  # jobs with a minimum runtime
         # Bumped whenever capacity may have grown (a release, an unbind, a node turning
         # healthy): a gang that failed since the last bump cannot fit now either.
         self.generation = 0
@@ -144,7 +146,12 @@ class Ledger:
             index = self.opportunistic
         else:
             index = self.guaranteed_by_vc.setdefault(job.vc, {})
-        for mapping in (self.jobs, index):
+        mappings = [self.jobs, index]
+        if job.max_runtime is not None:
+            mappings.append(self.limited)
+        if job.min_runtime > 0:
+            mappings.append(self.graced)
+        for mapping in mappings:
             if present:
                 mapping[job.job_id] = job
             else:

@@ -24,14 +24,17 @@ class VcState:
     user_leaves: dict[str, int] = field(default_factory=dict)
     borrowed_leaves: dict[str, int] = field(default_factory=dict)
     lent_leaves: dict[str, int] = field(default_factory=dict)  # by sku
+    # Fixed by the configuration, so computed once.
+    leaves_by_sku: dict[str, int] = field(default_factory=dict)
+    largest_by_sku: dict[str, int] = field(default_factory=dict)
+    sku_names: list[str] = field(default_factory=list)
 
     @property
     def name(self) -> str:
         return self.spec.name
 
     def skus(self) -> list[str]:
-        names = {sku for sku, _ in self.quota} | {b.cell.chain.sku.name for b in self.pinned.values()}
-        return sorted(names)
+        return self.sku_names
 
     def quota_types(self, sku: str) -> list[int]:
         return sorted(tid for (s, tid) in self.quota if s == sku)
@@ -40,11 +43,10 @@ class VcState:
         return self.quota.get((sku, tid), 0) - self.bound.get((sku, tid), 0)
 
     def quota_leaves(self, chain: Chain) -> int:
-        return sum(n * chain.leaves[tid] for (s, tid), n in self.quota.items() if s == chain.sku.name)
+        return self.leaves_by_sku.get(chain.sku.name, 0)
 
     def largest_cell_leaves(self, chain: Chain) -> int:
-        sizes = [chain.leaves[tid] for (s, tid) in self.quota if s == chain.sku.name]
-        return max(sizes, default=0)
+        return self.largest_by_sku.get(chain.sku.name, 0)
 
     def total_borrowed(self) -> int:
         return sum(self.borrowed_leaves.values())
@@ -97,7 +99,12 @@ def resolve_quotas(topology: Topology, vcs: Sequence[VirtualClusterSpec]) -> dic
         states[owner].pinned[pinned_id] = cell.binding
     for state in states.values():
         for (sku, tid), count in state.quota.items():
-            topology.chains[sku].demand[tid] += count
+            chain = topology.chains[sku]
+            chain.demand[tid] += count
+            state.leaves_by_sku[sku] = state.leaves_by_sku.get(sku, 0) + count * chain.leaves[tid]
+            state.largest_by_sku[sku] = max(state.largest_by_sku.get(sku, 0), chain.leaves[tid])
+        pinned_skus = {b.cell.chain.sku.name for b in state.pinned.values()}
+        state.sku_names = sorted({sku for sku, _ in state.quota} | pinned_skus)
     return states
 
 

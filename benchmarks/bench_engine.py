@@ -1,0 +1,268 @@
+"""Benchmark of the scheduling engine alone, on generated clusters.
+
+    python benchmarks/bench_engine.py [--quick] [--sizes 100,1000,4000] [--seed 1]
+
+Each cluster size runs in its own child process (so peak memory and timings do not
+mix): nodes of 8 GPUs (4 PCIe switches of 2) in racks of 4 to 16 nodes, two SKUs, 20
+VCs holding 90 % of the nodes (two cohorts of five may borrow from each other), and a
+queue kept at 10,000 gangs of 1, 2, 4, 8, 16, 32 and 64 GPUs in the proportions of the
+Microsoft ITP traces (10 % opportunistic). Cycles run until the cluster is full; then
+one more cycle over the 10,000 waiting gangs measures how cheap it is to say no. The
+start-up figure builds a fresh engine and restores placements covering 90 % of the
+cluster's GPUs. Not a test: it prints figures.
+
+Times are CPU time of the benchmark process (``time.process_time``), so that other
+work on a shared machine does not inflate them; the load average is printed with them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from scheduler import (  # noqa: E402
+    CellTypeSpec,
+    ClusterSpec,
+    Engine,
+    GangRequest,
+    PhysicalCellSpec,
+    PodRequest,
+    SkuSpec,
+    VirtualClusterSpec,
+)
+
+# GPUs per job over all ten clusters of the ITP traces (shared/traces/ms-itp/README.md,
+# jobs above 16 GPUs split by their exact sizes).
+TRACE_GPU_COUNTS = {1: 57_682, 2: 1_483, 4: 2_371, 8: 7_009, 16: 381, 32: 353, 64: 72}
+QUEUE = 10_000
+VCS = 20
+SKUS = (SkuSpec("A100", 1, 12, 110_000), SkuSpec("V100", 1, 6, 60_000))
+SKU_SHARE = {"A100": 0.6, "V100": 0.4}
+
+
+def generate_cluster(nodes: int, rng: random.Random) -> ClusterSpec:
+    cell_types: list[CellTypeSpec] = []
+    physical: list[PhysicalCellSpec] = []
+    for sku in SKUS:
+        name = sku.name
+        cell_types += [
+            CellTypeSpec(f"{name}-SWITCH", name, 2),
+            CellTypeSpec(f"{name}-NODE", f"{name}-SWITCH", 4, is_node=True),
+        ]
+        left = round(nodes * SKU_SHARE[name])
+        sizes = set()
+        r = 0
+        while left > 0:
+            size = min(left, rng.randint(4, 16))
+            sizes.add(size)
+            members = tuple(PhysicalCellSpec(f"{name}-NODE", f"{name.lower()}-{r:03d}-{i:02d}") for i in range(size))
+            physical.append(PhysicalCellSpec(f"{name}-RACK{size}", f"{name.lower()}-rack-{r:03d}", members))
+            left -= size
+            r += 1
+        cell_types += [CellTypeSpec(f"{name}-RACK{size}", f"{name}-NODE", size) for size in sorted(sizes)]
+    return ClusterSpec(skus=SKUS, cell_types=tuple(cell_types), physical_cells=tuple(physical))
+
+
+def generate_vcs(nodes: int) -> list[VirtualClusterSpec]:
+    vcs = []
+    for i in range(VCS):
+        cells = []
+        for sku in SKUS:
+            per_vc = int(nodes * SKU_SHARE[sku.name] * 0.9) // VCS
+            if per_vc:
+                cells.append((f"{sku.name}-NODE", per_vc))
+            cells.append((f"{sku.name}-SWITCH", 1))
+        cohort = f"cohort-{i // 5}" if i < 10 else None
+        vcs.append(
+            VirtualClusterSpec(f"vc{i:02d}", tuple(cells), cohort=cohort, borrowing_limit=64 if cohort else None)
+        )
+    return vcs
+
+
+class GangSource:
+    """An endless, seeded stream of gangs shaped like the trace."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+        self.sizes = list(TRACE_GPU_COUNTS)
+        self.weights = list(TRACE_GPU_COUNTS.values())
+        self.count = 0
+
+    def next(self) -> GangRequest:
+        rng = self.rng
+        gpus = rng.choices(self.sizes, self.weights)[0]
+        pods, per_pod = (1, gpus) if gpus <= 8 else (gpus // 8, 8)
+        sku = "A100" if rng.random() < SKU_SHARE["A100"] else "V100"
+        priority = -1 if rng.random() < 0.1 else 10
+        self.count += 1
+        return GangRequest(
+            job_id=f"job-{self.count:07d}",
+            vc=f"vc{rng.randrange(VCS):02d}",
+            user=f"user{rng.randrange(200)}",
+            priority=priority,
+            pods=tuple(PodRequest("worker", i, sku, per_pod) for i in range(pods)),
+            submitted_at=float(self.count),
+        )
+
+
+def percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(p * len(ordered)))]
+
+
+def timed_decisions(engine: Engine, samples: list[float]) -> None:
+    """Time each gang decision (one admission attempt) without changing the engine."""
+    for name in ("_admit_guaranteed", "_admit_opportunistic"):
+        original = getattr(engine, name)
+
+        def wrapper(*args, _original=original, **kwargs):
+            start = time.process_time()
+            try:
+                return _original(*args, **kwargs)
+            finally:
+                samples.append(time.process_time() - start)
+
+        setattr(engine, name, wrapper)
+
+
+def run_size(nodes: int, seed: int) -> dict:
+    rng = random.Random(seed)
+    cluster = generate_cluster(nodes, rng)
+    vcs = generate_vcs(nodes)
+    gpus = nodes * 8
+
+    start = time.process_time()
+    engine = Engine(cluster, vcs)
+    build = time.process_time() - start
+
+    source = GangSource(rng)
+    queue = {g.job_id: g for g in (source.next() for _ in range(QUEUE))}
+    samples: list[float] = []
+    timed_decisions(engine, samples)
+    placed = rejected = 0
+    fill_time = 0.0
+    cycles = 0
+    now = 0.0
+    while True:
+        now += 10.0
+        start = time.process_time()
+        result = engine.schedule(list(queue.values()), now)
+        fill_time += time.process_time() - start
+        cycles += 1
+        placed += len(result.placements)
+        rejected += len(result.rejected)
+        for done in result.placements + result.rejected:
+            del queue[done.job_id]
+        while len(queue) < QUEUE:
+            gang = source.next()
+            queue[gang.job_id] = gang
+        if not result.placements:
+            break
+    used = sum(len(p.devices) for a in engine.allocations() for p in a.pods)
+
+    no_fit_samples: list[float] = []
+    timed_decisions(engine, no_fit_samples)
+    start = time.process_time()
+    result = engine.schedule(list(queue.values()), now + 10.0)
+    no_fit = time.process_time() - start
+    assert not result.placements and not result.rejected and len(result.waiting) == QUEUE
+
+    allocations = sorted(engine.allocations(), key=lambda a: a.job_id)
+    subset, covered = [], 0
+    for alloc in allocations:
+        if covered >= 0.9 * gpus:
+            break
+        subset.append(alloc)
+        covered += sum(len(p.devices) for p in alloc.pods)
+    start = time.process_time()
+    fresh = Engine(cluster, vcs)
+    report = fresh.restore(subset)
+    startup = time.process_time() - start
+    assert not report.dropped
+
+    return {
+        "nodes": nodes,
+        "gpus": gpus,
+        "build_s": build,
+        "cycles": cycles,
+        "placed": placed,
+        "rejected": rejected,
+        "fill_s": fill_time,
+        "placements_per_s": placed / fill_time,
+        "decisions": len(samples),
+        "p50_ms": percentile(samples, 0.50) * 1000,
+        "p99_ms": percentile(samples, 0.99) * 1000,
+        "utilisation": used / gpus,
+        "no_fit_s": no_fit,
+        "startup_s": startup,
+        "restored": report.restored,
+        "restored_gpus": covered,
+        "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="only 100 and 1,000 nodes")
+    parser.add_argument("--sizes", help="comma-separated node counts (default 100,1000,4000)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        print(json.dumps(run_size(args.child, args.seed)))
+        return
+    sizes = [int(s) for s in args.sizes.split(",")] if args.sizes else ([100, 1000] if args.quick else [100, 1000, 4000])
+    print(f"load average before: {', '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} CPUs")
+    rows = []
+    wall = time.perf_counter()
+    for nodes in sizes:
+        out = subprocess.run(
+            [sys.executable, __file__, "--child", str(nodes), "--seed", str(args.seed)],
+            check=True, capture_output=True, text=True,
+        )
+        rows.append(json.loads(out.stdout.strip().splitlines()[-1]))
+        r = rows[-1]
+        print(
+            f"{r['nodes']:>5} nodes: {r['placed']:>6} gangs placed in {r['cycles']} cycles "
+            f"({r['rejected']} refused as larger than their VC could ever hold), "
+            f"{r['utilisation']:.1%} of {r['gpus']} GPUs used",
+            flush=True,
+        )
+    print(f"load average after: {', '.join(f'{x:.1f}' for x in os.getloadavg())}; "
+          f"wall time {time.perf_counter() - wall:.0f} s")
+    print()
+    header = (
+        f"{'nodes':>6} {'gangs/s':>9} {'p50 ms':>7} {'p99 ms':>7} {'no-fit s':>9} "
+        f"{'build s':>8} {'start-up s':>10} {'peak MB':>8}"
+    )
+    print(header)
+    print("-" * len(header))
+    for r in rows:
+        print(
+            f"{r['nodes']:>6} {r['placements_per_s']:>9.0f} {r['p50_ms']:>7.3f} {r['p99_ms']:>7.3f} "
+            f"{r['no_fit_s']:>9.3f} {r['build_s']:>8.3f} {r['startup_s']:>10.3f} {r['peak_mb']:>8.0f}"
+        )
+    if len(rows) > 1:
+        print()
+        base = rows[0]
+        print(f"growth relative to {base['nodes']} nodes (nodes ratio -> figure ratio):")
+        for r in rows[1:]:
+            k = r["nodes"] / base["nodes"]
+            print(
+                f"  x{k:g} nodes: decision p50 x{r['p50_ms'] / base['p50_ms']:.2f}, "
+                f"p99 x{r['p99_ms'] / base['p99_ms']:.2f}, no-fit cycle x{r['no_fit_s'] / base['no_fit_s']:.2f}, "
+                f"start-up x{r['startup_s'] / base['startup_s']:.2f}, peak memory x{r['peak_mb'] / base['peak_mb']:.2f}"
+            )
+
+
+if __name__ == "__main__":
+    main()
