@@ -165,7 +165,7 @@ def test_a_recycled_pid_is_not_adopted_nor_killed(state_dir, restarted):
 
 def test_a_supervisor_that_never_started_is_reported_lost(state_dir, restarted):
     create_in_another_worker(state_dir, {"name": "stillborn", "node": "cpu-node-1", "commands": "true"}, python="/bin/false")
-    backend = restarted(startup_timeout=0.3)
+    backend = restarted(startup_timeout=1.5)
     assert backend.list_pods()[0].phase == "Pending"
     obs = wait_terminal(backend, "stillborn")
     assert (obs.phase, obs.reason) == ("Failed", "NodeLost")
