@@ -193,6 +193,8 @@ def test_storages_map_to_local_directories_named_in_the_environment(backend, sta
         (spec("too-many", "true", devices=(4,)), "devices"),
         (spec("twice", "true", devices=(1, 1)), "devices"),
         (spec("empty", "  \n"), "commands"),
+        (spec("env-int", "true", env={"N": 1}), "env"),
+        (spec("env-key", "true", env={"A=B": "1"}), "env"),
         (spec("escape", "true", storage_mounts=(StorageMount("s", "s", "/mnt/s", sub_path="../x"),)), "storage s"),
     ],
 )

@@ -424,6 +424,9 @@ class LocalBackend(ClusterBackend):
             raise PermanentCreationError(f"devices: {list(spec.devices)} are not devices of node {node.name} (0..{node.gpu - 1})")
         if not spec.commands.strip():
             raise PermanentCreationError("commands: empty")
+        for key, value in spec.env.items():
+            if not isinstance(key, str) or not isinstance(value, str) or not key or "=" in key or "\0" in key + value:
+                raise PermanentCreationError(f"env: {key!r} is not a valid variable name and string value")
         for mount in spec.storage_mounts:
             if mount.sub_path.startswith("/") or ".." in Path(mount.sub_path).parts:
                 raise PermanentCreationError(f"storage {mount.name}: sub path must stay inside the storage")
