@@ -119,17 +119,17 @@ def percentile(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(p * len(ordered)))]
 
 
-def timed_decisions(engine: Engine, samples: list[float]) -> None:
-    """Time each gang decision (one admission attempt) without changing the engine."""
+def timed_decisions(engine: Engine, samples: list[tuple[float, bool]]) -> None:
+    """Time each gang decision (one admission attempt, placed or not) by wrapping the
+    engine's two admission steps; the decisions themselves are unchanged."""
     for name in ("_admit_guaranteed", "_admit_opportunistic"):
         original = getattr(engine, name)
 
         def wrapper(*args, _original=original, **kwargs):
             start = time.process_time()
-            try:
-                return _original(*args, **kwargs)
-            finally:
-                samples.append(time.process_time() - start)
+            outcome = _original(*args, **kwargs)
+            samples.append((time.process_time() - start, not isinstance(outcome, str)))
+            return outcome
 
         setattr(engine, name, wrapper)
 
@@ -146,7 +146,7 @@ def run_size(nodes: int, seed: int) -> dict:
 
     source = GangSource(rng)
     queue = {g.job_id: g for g in (source.next() for _ in range(QUEUE))}
-    samples: list[float] = []
+    samples: list[tuple[float, bool]] = []
     timed_decisions(engine, samples)
     placed = rejected = 0
     fill_time = 0.0
@@ -169,8 +169,6 @@ def run_size(nodes: int, seed: int) -> dict:
             break
     used = sum(len(p.devices) for a in engine.allocations() for p in a.pods)
 
-    no_fit_samples: list[float] = []
-    timed_decisions(engine, no_fit_samples)
     start = time.process_time()
     result = engine.schedule(list(queue.values()), now + 10.0)
     no_fit = time.process_time() - start
@@ -199,8 +197,10 @@ def run_size(nodes: int, seed: int) -> dict:
         "fill_s": fill_time,
         "placements_per_s": placed / fill_time,
         "decisions": len(samples),
-        "p50_ms": percentile(samples, 0.50) * 1000,
-        "p99_ms": percentile(samples, 0.99) * 1000,
+        "p50_ms": percentile([t for t, _ in samples], 0.50) * 1000,
+        "p99_ms": percentile([t for t, _ in samples], 0.99) * 1000,
+        "placed_p50_ms": percentile([t for t, ok in samples if ok], 0.50) * 1000,
+        "placed_p99_ms": percentile([t for t, ok in samples if ok], 0.99) * 1000,
         "utilisation": used / gpus,
         "no_fit_s": no_fit,
         "startup_s": startup,
@@ -240,15 +240,20 @@ def main() -> None:
     print(f"load average after: {', '.join(f'{x:.1f}' for x in os.getloadavg())}; "
           f"wall time {time.perf_counter() - wall:.0f} s")
     print()
+    print("gangs/s: placements per second of cycle time while filling (failed attempts included);")
+    print("decision: one gang's admission attempt, all of them / only those that placed the gang;")
+    print("no-fit: one cycle over 10,000 waiting gangs when none fits; start-up: build + restore 90 %.")
+    print()
     header = (
-        f"{'nodes':>6} {'gangs/s':>9} {'p50 ms':>7} {'p99 ms':>7} {'no-fit s':>9} "
-        f"{'build s':>8} {'start-up s':>10} {'peak MB':>8}"
+        f"{'nodes':>6} {'gangs/s':>8} {'decision p50/p99 ms':>20} {'placing p50/p99 ms':>19} "
+        f"{'no-fit s':>9} {'build s':>8} {'start-up s':>10} {'peak MB':>8}"
     )
     print(header)
     print("-" * len(header))
     for r in rows:
         print(
-            f"{r['nodes']:>6} {r['placements_per_s']:>9.0f} {r['p50_ms']:>7.3f} {r['p99_ms']:>7.3f} "
+            f"{r['nodes']:>6} {r['placements_per_s']:>8.0f} {r['p50_ms']:>9.3f} /{r['p99_ms']:>7.3f} "
+            f"{r['placed_p50_ms']:>10.3f} /{r['placed_p99_ms']:>6.3f} "
             f"{r['no_fit_s']:>9.3f} {r['build_s']:>8.3f} {r['startup_s']:>10.3f} {r['peak_mb']:>8.0f}"
         )
     if len(rows) > 1:
@@ -258,8 +263,9 @@ def main() -> None:
         for r in rows[1:]:
             k = r["nodes"] / base["nodes"]
             print(
-                f"  x{k:g} nodes: decision p50 x{r['p50_ms'] / base['p50_ms']:.2f}, "
-                f"p99 x{r['p99_ms'] / base['p99_ms']:.2f}, no-fit cycle x{r['no_fit_s'] / base['no_fit_s']:.2f}, "
+                f"  x{k:g} nodes: placing p50 x{r['placed_p50_ms'] / base['placed_p50_ms']:.2f}, "
+                f"p99 x{r['placed_p99_ms'] / base['placed_p99_ms']:.2f}, "
+                f"no-fit cycle x{r['no_fit_s'] / base['no_fit_s']:.2f}, "
                 f"start-up x{r['startup_s'] / base['startup_s']:.2f}, peak memory x{r['peak_mb'] / base['peak_mb']:.2f}"
             )
 
