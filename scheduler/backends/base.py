@@ -32,9 +32,14 @@ Contract every backend keeps
   the cursor ``since``, in order; pass the ``resource_version`` of the last observation
   you processed as the next ``since``. ``poll(None)`` is a full relist of the live pods
   (no deletions): use it at start-up and whenever a cursor is rejected
-  (:class:`CursorExpiredError`, Kubernetes' ``410 Gone``). A terminal state is reported
-  at least once after it happens; consumers must be idempotent (the same terminal
-  observation may be seen again after a relist).
+  (:class:`CursorExpiredError`, Kubernetes' ``410 Gone``), taking ``cursor()`` just
+  before it to resume from. A terminal state is reported at least once after it
+  happens; consumers must be idempotent (the same observation may be seen again after
+  a relist). Backends that cannot push changes (local) look at their pods when
+  ``poll``/``list_pods`` is called: call ``poll`` periodically.
+- A pod deleted before its task started ends ``Failed`` without an exit code.
+  :func:`scheduler.lifecycle.task_exit` turns a terminal or vanished observation into
+  the task attempt's completion code and exit spec row.
 - Backends are used from one thread at a time; ``close()`` releases connections but
   never stops pods: pods outlive the worker process.
 """
@@ -262,6 +267,11 @@ class ClusterBackend(ABC):
     def poll(self, since: str | None = None) -> list[PodObservation]:
         """Observations changed after cursor ``since`` in change order (``None``: all
         live pods). Raises :class:`CursorExpiredError` when ``since`` is too old."""
+
+    @abstractmethod
+    def cursor(self) -> str:
+        """The current position of the change feed: ``poll(cursor())`` returns only
+        changes made after this call."""
 
     @abstractmethod
     def read_log(self, name: str, tail_lines: int | None = None, stream: LogStream = "all") -> str:

@@ -256,6 +256,16 @@ def test_the_change_feed_reports_each_change_once(backend):
     assert backend.poll(None) == []  # a relist shows live pods only
 
 
+def test_a_relist_with_the_cursor_taken_before_it_misses_nothing(backend):
+    backend.create_pod(spec("before", "sleep 30"))
+    wait_for(backend, "before", lambda o: o.phase == "Running")
+    cursor = backend.cursor()
+    assert [o.name for o in backend.poll(None)] == ["before"]
+    assert backend.poll(cursor) == []
+    backend.create_pod(spec("after", "sleep 30"))
+    assert "after" in [o.name for o in backend.poll(cursor)]
+
+
 def test_a_bad_cursor_asks_for_a_relist(backend):
     with pytest.raises(CursorExpiredError):
         backend.poll("not-a-number")

@@ -373,6 +373,10 @@ class LocalBackend(ClusterBackend):
             chosen = [r for r in records if r["resource_version"] > cursor]
         return [self._observation(r) for r in sorted(chosen, key=lambda r: r["resource_version"])]
 
+    def cursor(self) -> str:
+        with self._locked():
+            return str(self._current_version())
+
     def read_log(self, name: str, tail_lines: int | None = None, stream: LogStream = "all") -> str:
         if stream not in ("all", "stdout", "stderr"):
             raise ValueError(f"stream: must be all, stdout or stderr, not {stream!r}")
