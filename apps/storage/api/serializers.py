@@ -71,7 +71,10 @@ def _path(*parts):
 
 def _mount_options(options):
     if isinstance(options, dict):
-        return [key if value is True else f"{key}={value}" for key, value in options.items() if value is not False]
+        # Sorted: PostgreSQL (jsonb) does not keep the keys in the order they were written.
+        return [
+            key if value is True else f"{key}={value}" for key, value in sorted(options.items()) if value is not False
+        ]
     if isinstance(options, list):
         return [str(o) for o in options]
     return []
