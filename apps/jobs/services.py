@@ -1,6 +1,7 @@
 """Business actions on jobs: submit, stop, tag. Each is atomic and writes an audit row."""
 
 from django.db import IntegrityError, transaction
+from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from apps.audit.services import record
@@ -38,10 +39,16 @@ def _virtual_cluster_for(user, name):
             )
         return vc
     # Another tenant's VC answers as unknown: its existence does not leak.
-    vc = VirtualCluster.objects.visible_to(user).select_related("cluster", "tenant").filter(name=name).first()
+    vc = (
+        VirtualCluster.objects.visible_to(user)
+        .select_related("cluster", "tenant")
+        .filter(name=name)
+        .annotate(usable=Exists(VirtualCluster.objects.usable_by(user).filter(pk=OuterRef("pk"))))
+        .first()
+    )
     if vc is None:
         raise NoVirtualClusterError(f"defaults.virtualCluster: virtual cluster {name} is not found.")
-    if not VirtualCluster.objects.usable_by(user).filter(pk=vc.pk).exists():
+    if not vc.usable:
         raise ForbiddenUserError(
             f"defaults.virtualCluster: user {user.get_username()} is not allowed to submit to virtual cluster {name}."
         )

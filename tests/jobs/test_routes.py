@@ -239,3 +239,13 @@ def test_config_is_yaml_by_default_and_json_on_request(world, api, jobs):
     assert missing["Content-Type"].startswith("application/json")
     assert missing.json() == {"code": "NoJobError", "message": "Job a_member~nothing is not found."}
     assert JobAttempt.objects.count() == 0
+
+
+def test_list_rows_have_exactly_the_documented_summary_fields(world, api, jobs):
+    from apps.jobs.api.serializers import JobSummarySerializer
+
+    rows = api(world.a_member).get("/api/v2/jobs").json()
+    assert [set(row) for row in rows] == [set(JobSummarySerializer().fields)] * 3
+    first = next(row for row in rows if row["name"] == "first")
+    assert first["tags"] == ["baseline"]
+    assert first["debugId"] == jobs["first"].debug_id

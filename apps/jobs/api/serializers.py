@@ -1,26 +1,15 @@
-"""OpenPAI's JSON shapes for jobs (its swagger's JobSummary, JobDetail, JobAttempt)."""
+"""OpenPAI's JSON shapes for jobs (its swagger's JobSummary, JobDetail, JobAttempt).
 
-from drf_spectacular.utils import extend_schema_field
+These describe the responses in the OpenAPI schema; the views build the bodies as plain
+dicts (the list, the hottest route, from plain rows) and tests check them field by field."""
+
 from rest_framework import serializers
 
 from ..choices import ExecutionType, JobState, JobSubState
 
 
-@extend_schema_field({"type": "integer", "nullable": True, "description": "milliseconds since the Unix epoch"})
-class EpochMillisField(serializers.Field):
-    """A datetime as OpenPAI gives times: milliseconds since the Unix epoch, or null."""
-
-    def __init__(self, **kwargs):
-        kwargs.setdefault("read_only", True)
-        kwargs.setdefault("allow_null", True)
-        super().__init__(**kwargs)
-
-    def to_representation(self, value):
-        # DRF hands null through without calling this.
-        return epoch_ms(value)
-
-
 def epoch_ms(value):
+    """A datetime as OpenPAI gives times: milliseconds since the Unix epoch, or None."""
     return None if value is None else int(value.timestamp() * 1000)
 
 
@@ -31,33 +20,28 @@ class RetryDetailsSerializer(serializers.Serializer):
 
 
 class JobSummarySerializer(serializers.Serializer):
+    """OpenPAI's JobSummary; the list route builds these rows in `summaries.py`."""
+
     name = serializers.CharField()
-    username = serializers.CharField(source="owner.username")
+    username = serializers.CharField()
     state = serializers.ChoiceField(choices=JobState.choices)
-    subState = serializers.ChoiceField(source="sub_state", choices=JobSubState.choices)
-    executionType = serializers.ChoiceField(source="execution_type", choices=ExecutionType.choices)
-    tags = serializers.SerializerMethodField()
+    subState = serializers.ChoiceField(choices=JobSubState.choices)
+    executionType = serializers.ChoiceField(choices=ExecutionType.choices)
+    tags = serializers.ListField(child=serializers.CharField())
     retries = serializers.IntegerField()
-    retryDetails = RetryDetailsSerializer(source="retry_details")
-    retryDelayTime = serializers.SerializerMethodField()
-    submissionTime = EpochMillisField(source="submitted_at")
-    createdTime = EpochMillisField(source="created_time")
-    launchedTime = EpochMillisField(source="launched_at")
-    completedTime = EpochMillisField(source="completed_at")
-    appExitCode = serializers.IntegerField(source="app_exit_code", allow_null=True)
-    virtualCluster = serializers.CharField(source="virtual_cluster.name")
-    totalGpuNumber = serializers.IntegerField(source="total_gpu")
-    totalTaskNumber = serializers.IntegerField(source="total_tasks")
-    totalTaskRoleNumber = serializers.IntegerField(source="total_task_roles")
-    jobPriority = serializers.CharField(source="priority_class")
-    debugId = serializers.CharField(source="debug_id")
-
-    def get_tags(self, job) -> list[str]:
-        # Prefetched with the page: one query for all the page's tags.
-        return [tag.name for tag in job.tags.all()]
-
-    def get_retryDelayTime(self, job) -> int | None:
-        return None
+    retryDetails = RetryDetailsSerializer()
+    retryDelayTime = serializers.IntegerField(allow_null=True)
+    submissionTime = serializers.IntegerField(help_text="milliseconds since the Unix epoch")
+    createdTime = serializers.IntegerField()
+    launchedTime = serializers.IntegerField(allow_null=True)
+    completedTime = serializers.IntegerField(allow_null=True)
+    appExitCode = serializers.IntegerField(allow_null=True)
+    virtualCluster = serializers.CharField()
+    totalGpuNumber = serializers.IntegerField()
+    totalTaskNumber = serializers.IntegerField()
+    totalTaskRoleNumber = serializers.IntegerField()
+    jobPriority = serializers.ChoiceField(choices=["prod", "test", "oppo"])
+    debugId = serializers.CharField()
 
 
 class JobListWithCountSerializer(serializers.Serializer):

@@ -22,6 +22,7 @@ from ..errors import ForbiddenUserError, InvalidParametersError, NoJobConfigErro
 from . import docs
 from .parsers import PlainTextParser, XYAMLTextParser, YAMLTextParser
 from .renderers import YAMLRenderer
+from .summaries import job_summaries
 from .serializers import (
     ErrorSerializer, ExecutionTypeSerializer, JobAttemptSerializer, JobDetailSerializer, JobEventsSerializer,
     JobListWithCountSerializer, JobSummarySerializer, LogLocationsSerializer, MessageSerializer,
@@ -160,17 +161,11 @@ class JobListView(APIView):
         offset = _int_param(request, "offset", 0)
         limit = _int_param(request, "limit", settings.REST_FRAMEWORK.get("PAGE_SIZE", 100), 1, MAX_LIMIT)
         with_total = request.query_params.get("withTotalCount", "").lower() == "true"
-        jobs = (
-            Job.objects.visible_to(request.user)
-            .select_related("owner", "virtual_cluster")
-            .defer("protocol_text", "spec", "launch", "warnings", "placement", "leaf_cells")
-        )
-        filterset = JobFilterSet(request.query_params, queryset=jobs, request=request)
+        filterset = JobFilterSet(request.query_params, queryset=Job.objects.visible_to(request.user), request=request)
         if not filterset.is_valid():
             raise ValidationError(filterset.errors)
         jobs = filterset.qs
-        page = list(jobs.prefetch_related("tags")[offset:offset + limit])
-        data = JobSummarySerializer(page, many=True).data
+        data = job_summaries(jobs[offset:offset + limit])
         if with_total:
             return Response({"totalCount": jobs.count(), "data": data})
         return Response(data)

@@ -7,6 +7,11 @@ from ..choices import DEFAULT_PRIORITY_CLASS, PRIORITY_OF_CLASS, ExecutionType, 
 from ..querysets import JobPartQuerySet, JobQuerySet
 
 
+def framework_debug_id(framework_name):
+    # OpenPAI names the framework by an md5 of `user~job`; clients show it for debugging.
+    return hashlib.md5(framework_name.encode(), usedforsecurity=False).hexdigest()
+
+
 class Job(models.Model):
     """One submission of a job protocol v2 document by a user into a virtual cluster.
 
@@ -88,8 +93,7 @@ class Job(models.Model):
 
     @property
     def debug_id(self):
-        # OpenPAI names the framework by an md5 of `user~job`; clients show it for debugging.
-        return hashlib.md5(self.framework_name.encode(), usedforsecurity=False).hexdigest()
+        return framework_debug_id(self.framework_name)
 
     @property
     def created_time(self):
