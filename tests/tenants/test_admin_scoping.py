@@ -26,6 +26,7 @@ TENANT_ADMIN_MODELS = {
     "storage.storageconfig",
     "storage.storagegrant",
     "audit.auditentry",
+    "jobs.job",
 }
 PLATFORM_ONLY_MODELS = {
     "clusters.cluster",
