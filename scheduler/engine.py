@@ -349,7 +349,7 @@ class Engine:
                 if reservation is not None:
                     reservations.append(reservation)
 
-        self._borrow_pass(borrowers, reservations, now, placements, reasons)
+        self._borrow_pass(borrowers, reservations, now, placements, preemptions, reasons)
 
         for gang, options in ordered:
             if not gang.opportunistic:
@@ -434,10 +434,9 @@ class Engine:
                         self.topology.commit()
                         return _Admission(job, ())
                     self.topology.rollback(mark)
-                    if not borrowing:
-                        admission = self._preempt_for(gang, vc, needs, blocked, now)
-                        if admission is not None:
-                            return admission
+                    admission = self._preempt_for(gang, vc, needs, blocked, now, lenders)
+                    if admission is not None:
+                        return admission
                     reason = self._explain_guaranteed(gang, vc, needs, shortage, lenders, blocked, reservations, now)
                     self._failures[key] = (self.ledger.generation, reason)
             first_reason = first_reason or reason
@@ -480,6 +479,7 @@ class Engine:
         reservations: list[Reservation],
         now: float,
         placements: list[RunningJob],
+        preemptions: list[Preemption],
         reasons: dict[str, str],
     ) -> None:
         """Offer idle cohort capacity to the VC with the lowest weighted dominant share of
@@ -509,6 +509,7 @@ class Engine:
             outcome = self._admit_guaranteed(gang, options, reservations, now, borrowing=True)
             if isinstance(outcome, _Admission):
                 placements.append(outcome.job)
+                preemptions.extend(outcome.preemptions)
                 del reasons[gang.job_id]
                 reservations[:] = [r for r in reservations if r.job_id != gang.job_id]
             else:
@@ -519,30 +520,38 @@ class Engine:
     # --- preemption ----------------------------------------------------------------
 
     def _preempt_for(
-        self, gang: GangRequest, vc: VcState, needs: list[PodNeed], blocked: Blocked, now: float
+        self, gang: GangRequest, vc: VcState, needs: list[PodNeed], blocked: Blocked, now: float,
+        lenders: list[VcState] | None,
     ) -> _Admission | None:
+        """Place the gang by preempting, or return ``None``. Borrowing (``lenders``), a gang
+        preempts only opportunistic jobs: it never reclaims from its own VC to borrow."""
         skus = sorted({n.sku for n in needs})
-        pool_usable = False
+        pool_usable = lenders is not None
         for sku in skus:
             chain = self.topology.chains[sku]
             need = sum(n.leaf_cells for n in needs if n.sku == sku and n.pinned_cell is None)
             held = sum(v for p, v in vc.own_used_by_priority.get(sku, {}).items() if p >= gang.priority)
+            room = vc.quota_leaves(chain) - held
+            if lenders is not None:
+                room += self._borrowable[vc.name][sku]
             # Even with every preemptible job gone the VC could not hold the gang.
-            if need > vc.quota_leaves(chain) - held:
+            if need > room:
                 return None
             pool_usable = pool_usable or any(vc.unbound(sku, tid) > 0 for tid in vc.quota_types(sku))
-        cohort = [n for n in self._cohorts.get(vc.spec.cohort or "", []) if n != vc.name]
+        cohort = [n for n in self._cohorts.get(vc.spec.cohort or "", []) if n != vc.name] if lenders is None else []
         ordered = candidates(self.ledger, vc.name, cohort, gang.priority, set(skus), pool_usable, now)
+        if lenders is not None:
+            ordered = [j for j in ordered if j.opportunistic]
 
         def fits(victims: list[RunningJob]) -> bool:
             mark = self.topology.mark()
             for victim in victims:
                 self.ledger.remove(victim)
-            ok = self.placer.place_guaranteed(self._new_job(gang, now), vc, needs, None, blocked) is None
+            ok = self.placer.place_guaranteed(self._new_job(gang, now), vc, needs, lenders, blocked) is None
             self.topology.rollback(mark)
             return ok
 
-        victims = choose_victims(self.ledger, ordered, fits)
+        victims = choose_victims(ordered, fits)
         if victims is None:
             return None
         victims.sort(key=lambda j: j.job_id)
@@ -555,7 +564,7 @@ class Engine:
                 self.ledger.remove(victim)
         job = self._new_job(gang, now)
         inner = self.topology.mark()
-        if self.placer.place_guaranteed(job, vc, needs, None, blocked) is not None:
+        if self.placer.place_guaranteed(job, vc, needs, lenders, blocked) is not None:
             # The demoted victims' devices are needed after all: kill them too.
             self.topology.rollback(inner)
             for victim in victims:
@@ -563,7 +572,7 @@ class Engine:
                     self.ledger.remove(victim)
             lazy = set()
             job = self._new_job(gang, now)
-            if self.placer.place_guaranteed(job, vc, needs, None, blocked) is not None:
+            if self.placer.place_guaranteed(job, vc, needs, lenders, blocked) is not None:
                 self.topology.rollback(mark)
                 return None
         self.ledger.register(job)

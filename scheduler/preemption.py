@@ -61,7 +61,7 @@ def candidates(
 
 
 def choose_victims(
-    ledger: Ledger, ordered: list[RunningJob], fits: Callable[[list[RunningJob]], bool]
+    ordered: list[RunningJob], fits: Callable[[list[RunningJob]], bool]
 ) -> list[RunningJob] | None:
     """The victims to take, or ``None`` if even all candidates are not enough.
 

@@ -161,3 +161,16 @@ def test_per_user_cap_inside_a_vc():
     assert waiting(result)["a2"] == (
         "user 'ann' already uses 6 of the 8 leaf cells allowed per user in VC 'team'; the job needs 4 more"
     )
+
+
+def test_borrower_preempts_opportunistic_jobs_on_idle_lender_cells():
+    engine = Engine(
+        a100_cluster(rack("r1", "n1", "n2")),
+        [vc("owner", ("A100-NODE", 1), cohort="c"), vc("borrower", ("A100-NODE", 1), cohort="c")],
+    )
+    engine.schedule([gang("mine", "borrower", (1, 8)), gang("opp", "owner", (1, 4), priority=-1, at=1)], now=0)
+
+    result = engine.schedule([gang("extra", "borrower", (1, 8))], now=1)
+
+    assert [(p.job_id, p.lazy) for p in result.preemptions] == [("opp", False)]
+    assert next(a for a in result.placements if a.job_id == "extra").pods[0].lent_by == "owner"

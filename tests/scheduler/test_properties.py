@@ -83,10 +83,12 @@ def run(events):
             gang = make_gang(n, event, now)
             submitted[gang.job_id] = queue[gang.job_id] = gang
         elif event[0] == "cycle":
+            before = {a.job_id: a for a in engine.allocations()}
             result = engine.schedule(list(queue.values()), now)
             for done in list(result.placements) + list(result.rejected):
                 queue.pop(done.job_id)
             results.append(result)
+            check_cycle(before, {a.job_id: a for a in engine.allocations()}, result)
         elif event[0] == "release":
             running = sorted(a.job_id for a in engine.allocations())
             if running:
@@ -94,6 +96,21 @@ def run(events):
         else:
             engine.set_node_health(event[1], event[2])
         yield engine, submitted, results
+
+
+def check_cycle(before: dict, after: dict, result) -> None:
+    """Every change to the running jobs is one the cycle reports."""
+    killed = {p.job_id for p in result.preemptions if not p.lazy}
+    demoted = {p.job_id for p in result.preemptions if p.lazy}
+    assert set(before) - set(after) == killed | set(result.expired)
+    assert set(after) - set(before) == {a.job_id for a in result.placements}
+    for job_id in demoted:
+        assert after[job_id].opportunistic and after[job_id].lazy_preempted
+        assert not before[job_id].opportunistic
+    for job_id in set(before) & set(after) - demoted:
+        assert after[job_id] == before[job_id]
+    for p in result.preemptions:
+        assert p.by_job in {a.job_id for a in result.placements}
 
 
 def check_state(engine: Engine, submitted: dict[str, GangRequest]) -> None:
