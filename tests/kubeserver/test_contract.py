@@ -50,8 +50,15 @@ def node(kube_server):
     return "gpu-1"
 
 
-def events_of(watcher, func, *args, **kwargs):
-    return [(e["type"], e["object"]) for e in watcher.stream(func, *args, **kwargs)]
+def events_of(watcher, func, *args, count=None, **kwargs):
+    """The (type, object) events of a watch: the first `count` of them, or all until the
+    server's timeout ends the stream."""
+    events = []
+    for event in watcher.stream(func, *args, **kwargs):
+        events.append((event["type"], event["object"]))
+        if count is not None and len(events) == count:
+            watcher.stop()
+    return events
 
 
 # --------------------------------------------------------------------------- discovery
@@ -422,7 +429,7 @@ def test_watch_from_a_resource_version_streams_added_modified_deleted(kube_serve
     core.create_namespaced_pod(ns, pod_body("a", node=node))
     kube_server.run_pod(ns, "a")
     core.delete_namespaced_pod("a", ns, grace_period_seconds=0)
-    events = events_of(watch.Watch(), core.list_namespaced_pod, ns, resource_version=start, timeout_seconds=1)
+    events = events_of(watch.Watch(), core.list_namespaced_pod, ns, resource_version=start, timeout_seconds=5, count=3)
     assert [(t, o.metadata.name) for t, o in events] == [("ADDED", "a"), ("MODIFIED", "a"), ("DELETED", "a")]
     assert events[1][1].status.phase == "Running"
     versions = [int(o.metadata.resource_version) for _, o in events]
@@ -432,7 +439,7 @@ def test_watch_from_a_resource_version_streams_added_modified_deleted(kube_serve
 def test_watch_without_version_starts_with_the_current_objects(core, ns):
     core.create_namespaced_pod(ns, pod_body("a"))
     core.create_namespaced_pod(ns, pod_body("b"))
-    events = events_of(watch.Watch(), core.list_namespaced_pod, ns, timeout_seconds=1)
+    events = events_of(watch.Watch(), core.list_namespaced_pod, ns, timeout_seconds=5, count=2)
     assert [(t, o.metadata.name) for t, o in events] == [("ADDED", "a"), ("ADDED", "b")]
 
 
@@ -473,9 +480,9 @@ def test_watch_across_namespaces_and_of_nodes(kube_server, core, ns):
     core.create_namespaced_pod(ns, pod_body("a"))
     kube_server.add_node("n1")
     kube_server.set_node_ready("n1", False)
-    pods = events_of(watch.Watch(), core.list_pod_for_all_namespaces, resource_version=start, timeout_seconds=1)
+    pods = events_of(watch.Watch(), core.list_pod_for_all_namespaces, resource_version=start, timeout_seconds=5, count=2)
     assert [(o.metadata.namespace, o.metadata.name) for _, o in pods] == [("team-b", "b"), ("team-a", "a")]
-    nodes = events_of(watch.Watch(), core.list_node, resource_version=start, timeout_seconds=1)
+    nodes = events_of(watch.Watch(), core.list_node, resource_version=start, timeout_seconds=5, count=2)
     assert [t for t, _ in nodes] == ["ADDED", "MODIFIED"]
     ready = [c for c in nodes[-1][1].status.conditions if c.type == "Ready"][0]
     assert (ready.status, ready.reason) == ("False", "KubeletNotReady")
@@ -539,7 +546,7 @@ def test_dropped_watch_ends_the_stream_early(kube_server, core, ns):
     kube_server.drop_watches()
     thread.join(timeout=5)
     assert not thread.is_alive() and outcome == {"events": []}
-    assert kube_server.active_watches() == 0
+    assert kube_server.wait_for_watches_closed()
 
 
 def test_abruptly_dropped_watch_breaks_the_connection(kube_server, core, ns):
@@ -549,6 +556,7 @@ def test_abruptly_dropped_watch_breaks_the_connection(kube_server, core, ns):
     thread.join(timeout=5)
     assert not thread.is_alive()
     assert isinstance(outcome.get("error"), (urllib3.exceptions.HTTPError, OSError))
+    assert kube_server.wait_for_watches_closed()
 
 
 # --------------------------------------------------------------------------- deletion
@@ -573,7 +581,7 @@ def test_bound_pod_deletion_is_graceful_until_the_kubelet_finalises_it(kube_serv
     assert kube_server.finalize_deletions() == [(ns, "a")]
     with pytest.raises(ApiException):
         core.read_namespaced_pod("a", ns)
-    events = events_of(watch.Watch(), core.list_namespaced_pod, ns, resource_version=start, timeout_seconds=1)
+    events = events_of(watch.Watch(), core.list_namespaced_pod, ns, resource_version=start, timeout_seconds=5, count=4)
     assert [t for t, _ in events] == ["MODIFIED", "MODIFIED", "MODIFIED", "DELETED"]
     terminated = events[2][1].status.container_statuses[0].state.terminated
     assert (events[2][1].status.phase, terminated.exit_code) == ("Failed", 143)
