@@ -10,6 +10,7 @@ from django.db.models import Exists, OuterRef, Q
 
 from .choices import JobState
 from .models import Job, JobTag
+from .protocol.structure import storable_text
 
 # OpenPAI's order fields → model fields.
 ORDER_FIELDS = {
@@ -28,6 +29,8 @@ ORDER_FIELDS = {
 class CommaListField(forms.CharField):
     def to_python(self, value):
         value = super().to_python(value)
+        if value and not storable_text(value):
+            raise forms.ValidationError("must be text without NUL characters or lone surrogates")
         return [item.strip() for item in value.split(",") if item.strip()] if value else []
 
 
@@ -53,6 +56,8 @@ class OrderField(forms.CharField):
         value = super().to_python(value)
         if not value:
             return None
+        if not storable_text(value):
+            raise forms.ValidationError("must be text without NUL characters or lone surrogates")
         field, _, direction = value.partition(",")
         direction = (direction or "ASC").upper()
         if field not in ORDER_FIELDS:

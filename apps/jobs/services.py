@@ -16,6 +16,7 @@ from .errors import ConflictJobError, ForbiddenUserError, InvalidParametersError
 from .errors import NoVirtualClusterError
 from .models import Job, JobSecret, JobTag, TaskAttempt
 from .protocol import ProtocolError, Sku, parse_job, plan_leaf_cells
+from .protocol.structure import storable_text
 
 MAX_TAG_LENGTH = 255
 
@@ -192,8 +193,8 @@ def _clean_tag(value):
         raise InvalidParametersError("value: must be a non-empty string")
     if len(value) > MAX_TAG_LENGTH:
         raise InvalidParametersError(f"value: must be at most {MAX_TAG_LENGTH} characters")
-    if "\x00" in value:
-        raise InvalidParametersError("value: must not contain NUL characters")
+    if not storable_text(value):
+        raise InvalidParametersError("value: must be text without NUL characters or lone surrogates")
     return value
 
 

@@ -139,7 +139,9 @@ RULES = [
      "extras.com.microsoft.pai.runtimeplugin[0].plugin: is required"),
     ("notifications", _set(["extras", "jobStatusChangeNotification"], {"paused": True}),
      "extras.jobStatusChangeNotification.paused: is not a field of the job protocol"),
-    ("NUL characters", _set(TR + ["commands"], ["echo \x00"]), "taskRoles.taskrole.commands[0]: must not contain NUL characters"),
+    ("NUL characters", _set(TR + ["commands"], ["echo \x00"]), "taskRoles.taskrole.commands[0]: must be text without NUL characters or lone surrogates"),
+    ("lone surrogates", _set(["description"], "bad \ud800"),
+     "description: must be text without NUL characters or lone surrogates"),
     ("storable integers", _set(["jobRetryCount"], 2**40), "jobRetryCount: must be between -2147483647 and 2147483647"),
 ]
 

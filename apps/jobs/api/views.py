@@ -17,6 +17,7 @@ from rest_framework.views import APIView
 from .. import services
 from ..filters import JobFilterSet
 from ..models import Job, JobAttempt, JobEvent, Task, TaskAttempt
+from ..protocol.structure import storable_text
 from ..querysets import is_readable
 from ..errors import ForbiddenUserError, InvalidParametersError, NoJobConfigError, NoJobError
 from . import docs
@@ -47,6 +48,8 @@ _JOB_PARAMETERS = [
 def _job(request, username, name, *, with_spec=False):
     """The job `username~name` if the user may read it: 404 when not even listed to them,
     403 when they see it only as a summary in their VC's queue."""
+    if not (storable_text(username) and storable_text(name)):
+        raise NoJobError("Job names are text without NUL characters.")
     jobs = Job.objects.visible_to(request.user).select_related("owner", "virtual_cluster")
     if not with_spec:
         jobs = jobs.defer("protocol_text", "spec", "launch")
@@ -373,6 +376,8 @@ class JobAttemptDetailView(APIView):
 def _task(request, username, name, attempt_index, role, task_index):
     attempt_index, task_index = int(attempt_index), int(task_index)
     job = _job(request, username, name)
+    if not storable_text(role):
+        raise NoJobError(f"Task role of job {username}~{name} is not found.")
     task = (
         Task.objects.readable_by(request.user)
         .select_related("job_attempt")

@@ -49,17 +49,29 @@ def load(body):
     return document
 
 
+def storable_text(text):
+    """Whether the database can store `text`: no NUL characters, no lone surrogates."""
+    if "\x00" in text:
+        return False
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _unstorable(value, path):
     if isinstance(value, dict):
         for key, item in value.items():
-            if "\x00" in key:
-                yield at(path, "keys must not contain NUL characters")
+            if not storable_text(key):
+                yield at(path, "keys must be text without NUL characters or lone surrogates")
+                continue
             yield from _unstorable(item, path + [key])
     elif isinstance(value, list):
         for index, item in enumerate(value):
             yield from _unstorable(item, path + [index])
-    elif isinstance(value, str) and "\x00" in value:
-        yield at(path, "must not contain NUL characters")
+    elif isinstance(value, str) and not storable_text(value):
+        yield at(path, "must be text without NUL characters or lone surrogates")
     elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > _MAX_INT:
         yield at(path, f"must be between {-_MAX_INT} and {_MAX_INT}")
     elif isinstance(value, float) and not math.isfinite(value):
