@@ -10,10 +10,10 @@ from apps.clusters.choices import ClusterClass
 from .choices import Severity
 
 GROUPINGS = [
-    ("severity", "Severity"),
-    ("cluster_class", "Cluster class"),
-    ("dri", "DRI"),
-    ("week", "Week"),
+    ("severity", "Severity", "By severity"),
+    ("cluster_class", "Cluster class", "By cluster class"),
+    ("dri", "DRI", "By DRI (who acknowledged)"),
+    ("week", "Week", "By week opened"),
 ]
 
 
@@ -36,7 +36,7 @@ def sla_report(incidents):
     """{grouping: [{label, count, mtta, mttr, breach_rate}]}: minutes (wall clock) and percent."""
     incidents = list(incidents)
     report = {}
-    for grouping, _ in GROUPINGS:
+    for grouping, _, _ in GROUPINGS:
         buckets = defaultdict(list)
         for incident in incidents:
             buckets[_key(incident, grouping)].append(incident)

@@ -193,11 +193,12 @@ def sla_dashboard(request):
     )
     report = reports.sla_report(incidents)
     sections = []
-    for grouping, title in reports.GROUPINGS:
+    for grouping, title, heading in reports.GROUPINGS:
         rows = report[grouping]
         sections.append({
             "key": grouping,
             "title": title,
+            "heading": heading,
             "rows": rows,
             "charts": [
                 {"metric": metric, "title": label, "unit": unit, "chart": reports.bar_chart(rows, metric)}

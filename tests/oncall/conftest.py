@@ -28,3 +28,10 @@ def oncall(world):
 def login(client, user):
     client.force_login(user)
     return client
+
+
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings):
+    # The world fixture hashes a password per user; the default PBKDF2 cost dominates
+    # these tests' run time and proves nothing here.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

@@ -109,7 +109,7 @@ def am_alert(name, instance, *, resolved=False, **labels):
     return body
 
 
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db(transaction=True, serialized_rollback=True)
 def test_alertmanager_groups_alerts_into_incidents_and_resolves_them(oncall, alertmanager):
     AlertRoute.objects.create(name="nodes", matchers='alertname="NodeDown"', severity=0,
                               cluster=oncall.cluster, auto_mitigate=True)

@@ -174,7 +174,7 @@ def test_get_alerts_shows_users_only_their_own_jobs(oncall, token):
 
 
 @requires_postgres
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db(transaction=True, serialized_rollback=True)
 def test_concurrent_deliveries_of_one_group_make_one_incident(oncall):
     body = payload(alert(fingerprint="c1"), alert(fingerprint="c2"), group_key="concurrent")
     barrier = threading.Barrier(6)

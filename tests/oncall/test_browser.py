@@ -40,7 +40,7 @@ def dri_world(oncall):
     return oncall
 
 
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db(transaction=True, serialized_rollback=True)
 def test_dri_acknowledges_updates_resolves_and_sees_the_dashboard(dri_world, live_server, monkeypatch):
     assert os.access(CHROMIUM, os.X_OK), f"{CHROMIUM} is missing: run `make system-deps`"
     from playwright.sync_api import expect, sync_playwright
