@@ -24,7 +24,7 @@ class PaiAdminSite(admin.AdminSite):
         if settings.PAI_AUTH_MODE == "oidc":
             from apps.accounts.oidc_views import admin_login
 
-            return admin_login(request)
+            return admin_login(request, self)
         return super().login(request, extra_context)
 
     def logout(self, request, extra_context=None):

@@ -118,12 +118,13 @@ def api_token(request):
     return response
 
 
-def admin_login(request):
+def admin_login(request, site):
     """The admin's login in OIDC mode: the provider checks who people are, pai's roles the rest."""
+    target = safe_next(request, default=reverse("admin:index", current_app=site.name))
     if not request.user.is_authenticated:
-        target = safe_next(request, default=reverse("admin:index"))
         return HttpResponseRedirect(f"{reverse('oidc_authentication_init')}?{urlencode({'next': target})}")
-    # Signed in, yet the admin sent them here: they administer neither pai nor a team.
+    if site.has_permission(request):
+        return HttpResponseRedirect(target)
     return render(request, "accounts/oidc/admin_refused.html", {"contact": contact()}, status=403)
 
 

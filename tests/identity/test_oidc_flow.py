@@ -381,6 +381,7 @@ def test_the_admin_signs_in_through_the_provider(make_browser, provider, idp_gro
     callback = browser.login(sub, path=login["Location"])
     assert callback["Location"] == "/admin/"
     assert browser.client.get("/admin/").status_code == 200
+    assert browser.client.get("/admin/login/", {"next": "/admin/tenants/"})["Location"] == "/admin/tenants/"
 
     logout = browser.client.post("/admin/logout/")
     assert logout.status_code == 302
