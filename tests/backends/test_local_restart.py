@@ -189,3 +189,24 @@ def test_two_workers_creating_the_same_pod_at_once_start_it_once(state_dir, tmp_
     assert len(uids) == 1
     wait_terminal(first, "raced")
     assert (out / "runs").read_text() == "run\n"
+
+
+def test_a_forked_worker_does_not_mistake_its_parents_pods_for_lost(backend):
+    backend.create_pod(PodSpec(name="forked", node="cpu-node-1", commands="sleep 1"))
+    read_end, write_end = os.pipe()
+    child = os.fork()
+    if child == 0:  # a pool worker forked from the process that spawned the pod
+        try:
+            phases = set()
+            for _ in range(10):
+                phases |= {o.phase for o in backend.poll(None)}
+                time.sleep(0.02)
+            os.write(write_end, ",".join(sorted(phases)).encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    os.waitpid(child, 0)
+    seen = os.read(read_end, 1000).decode().split(",")
+    os.close(read_end)
+    assert "Failed" not in seen and seen
+    assert wait_terminal(backend, "forked").phase == "Succeeded"

@@ -233,10 +233,20 @@ class LocalBackend(ClusterBackend):
         self.startup_timeout = startup_timeout
         # Supervisors this instance spawned, kept to reap them (no zombies) and to signal
         # them before they have recorded their pid.
-        self._spawned: dict[str, subprocess.Popen[bytes]] = {}
+        self._spawned_by: int = os.getpid()
+        self._spawned_children: dict[str, subprocess.Popen[bytes]] = {}
         # Records by pod name with the identity of the file they were read from: a
         # record is re-read only when another write replaced the file.
         self._cache: dict[str, tuple[tuple[int, int, int], dict[str, Any]]] = {}
+
+    @property
+    def _spawned(self) -> dict[str, subprocess.Popen[bytes]]:
+        """The supervisors this process spawned. After a fork (worker pools) they are
+        not the new process's children: it must find them through their records."""
+        if os.getpid() != self._spawned_by:
+            self._spawned_by = os.getpid()
+            self._spawned_children = {}
+        return self._spawned_children
 
     # -- the interface ---------------------------------------------------------------
 
