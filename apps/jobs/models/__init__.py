@@ -1,5 +1,6 @@
 from .attempt import JobAttempt, Task, TaskAttempt
 from .event import JobEvent
 from .job import Job, JobSecret, JobTag
+from .lease import WorkerLease
 
-__all__ = ["Job", "JobSecret", "JobTag", "JobAttempt", "Task", "TaskAttempt", "JobEvent"]
+__all__ = ["Job", "JobSecret", "JobTag", "JobAttempt", "Task", "TaskAttempt", "JobEvent", "WorkerLease"]
