@@ -1,0 +1,138 @@
+"""Rebuilding the running state from persisted placements after a restart or a
+configuration change."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from .cells import Binding, Node, Topology
+from .decisions import Allocation, RestoreIssue, RestoreReport
+from .ledger import Ledger, RunningJob, RunningPod
+from .quota import VcState
+
+
+class Restorer:
+    def __init__(self, topology: Topology, ledger: Ledger, vcs: dict[str, VcState], lenders: dict[str, list[str]]):
+        self.topology = topology
+        self.ledger = ledger
+        self.vcs = vcs
+        self.lenders = lenders
+
+    def restore(self, allocations: Sequence[Allocation]) -> RestoreReport:
+        """Replace the running state with persisted placements.
+
+        Guaranteed placements rebind their VC's virtual cells exactly as recorded
+        (``PodPlacement.vc_cell``/``lent_by``; without them, the smallest fitting cell of
+        the VC's quota). One that no longer fits the configuration (quota gone, cell taken,
+        safety) runs on as opportunistic and is listed as demoted; one on missing nodes or
+        devices, or colliding with another, is listed as dropped.
+        """
+        for job_id in sorted(self.ledger.jobs):
+            self.ledger.remove(self.ledger.jobs[job_id])
+        self.topology.commit()
+        demoted: list[RestoreIssue] = []
+        dropped: list[RestoreIssue] = []
+        restored = 0
+        order = sorted(allocations, key=lambda a: (a.opportunistic, -a.priority, a.started_at, a.job_id))
+        for alloc in order:
+            problem = self._check_persisted(alloc)
+            if problem is not None:
+                dropped.append(RestoreIssue(alloc.job_id, problem))
+                continue
+            job = RunningJob(
+                job_id=alloc.job_id,
+                vc=alloc.vc,
+                user=alloc.user,
+                priority=alloc.priority,
+                opportunistic=alloc.opportunistic,
+                started_at=alloc.started_at,
+                lazy_preemption=alloc.lazy_preemption,
+                max_runtime=alloc.max_runtime,
+                min_runtime=alloc.min_runtime,
+                lazy_preempted=alloc.lazy_preempted,
+            )
+            mark = self.topology.mark()
+            problem = None if alloc.opportunistic else self._rebind(job, alloc)
+            if problem is not None:
+                self.topology.rollback(mark)
+                job.opportunistic = True
+                job.pods = []
+                demoted.append(RestoreIssue(alloc.job_id, problem))
+            if job.opportunistic:
+                for pod in alloc.pods:
+                    node = self.topology.nodes[pod.node]
+                    self.ledger.add_pod(job, RunningPod(pod.task_role, pod.index, node, tuple(pod.devices), None))
+            self.ledger.register(job)
+            self.topology.commit()
+            restored += 1
+        return RestoreReport(restored=restored, demoted=tuple(demoted), dropped=tuple(dropped))
+
+    def _check_persisted(self, alloc: Allocation) -> str | None:
+        if alloc.job_id in self.ledger.jobs:
+            return "the job is listed twice"
+        taken: set[tuple[str, int]] = set()
+        for pod in alloc.pods:
+            node = self.topology.nodes.get(pod.node)
+            if node is None:
+                return f"node {pod.node!r} no longer exists"
+            if not pod.devices:
+                return f"pod {pod.task_role}[{pod.index}] has no devices"
+            for d in pod.devices:
+                if not 0 <= d < node.size:
+                    return f"node {pod.node!r} has no device {d}"
+                if node.jobs[d] is not None or (pod.node, d) in taken:
+                    return f"device {d} of node {pod.node!r} is also used by job {node.jobs[d] or alloc.job_id!r}"
+                taken.add((pod.node, d))
+        if not alloc.pods:
+            return "the job has no pods"
+        return None
+
+    def _rebind(self, job: RunningJob, alloc: Allocation) -> str | None:
+        vc = self.vcs.get(alloc.vc)
+        if vc is None:
+            return f"VC {alloc.vc!r} no longer exists"
+        for pod in alloc.pods:
+            node = self.topology.nodes[pod.node]
+            devices = tuple(pod.devices)
+            binding = self._binding_for(vc, node, devices, pod.vc_cell, pod.lent_by)
+            if isinstance(binding, str):
+                return f"pod {pod.task_role}[{pod.index}]: {binding}"
+            self.ledger.add_pod(job, RunningPod(pod.task_role, pod.index, node, devices, binding))
+        return None
+
+    def _binding_for(
+        self, vc: VcState, node: Node, devices: tuple[int, ...], vc_cell: str | None, lent_by: str | None
+    ) -> Binding | str:
+        holder = self.topology.smallest_cell_holding(node, devices)
+        existing = next((c.binding for c in holder.up if c.binding is not None), None)
+        if existing is not None:
+            if existing.user != vc.name:
+                return f"its devices are in a cell bound to VC {existing.user!r}"
+            if vc_cell is not None and existing.cell.address != vc_cell:
+                return f"its devices are in VC cell {existing.cell.address!r}, not {vc_cell!r}"
+            return existing
+        owner = vc
+        if lent_by is not None:
+            lender = self.vcs.get(lent_by)
+            if lender is None or lender.name not in self.lenders[vc.name]:
+                return f"VC {lent_by!r} can no longer lend to VC {vc.name!r}"
+            owner = lender
+        if vc_cell is not None:
+            cell = self.topology.by_address.get(vc_cell)
+            if cell is None or cell not in holder.up:
+                return f"cell {vc_cell!r} does not hold its devices"
+            choices = [cell]
+        else:
+            choices = [c for c in holder.up if (c.chain.sku.name, c.tid) in owner.quota]
+        sku = node.chain.sku.name
+        for cell in choices:
+            if owner.unbound(sku, cell.tid) <= 0:
+                continue
+            if not any(c.free for c in cell.up) or cell.has_pinned:
+                continue
+            mark = self.topology.mark()
+            binding = self.ledger.new_binding(cell, owner.name, vc.name)
+            if cell.chain.is_safe():
+                return binding
+            self.topology.rollback(mark)
+        return f"VC {owner.name!r} has no unused {sku} cell that holds its devices"
