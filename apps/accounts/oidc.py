@@ -121,10 +121,15 @@ class PaiOIDCBackend(OIDCAuthenticationBackend):
             proxies=self.get_settings("OIDC_PROXY", None),
         )
         response.raise_for_status()
-        signing = [key for key in response.json().get("keys", []) if key.get("use", "sig") == "sig"]
+        algorithm = self.OIDC_RP_SIGN_ALGO
+        signing = [
+            key
+            for key in response.json().get("keys", [])
+            if key.get("use", "sig") == "sig" and key.get("alg", algorithm) == algorithm
+        ]
         if len(signing) != 1:
             raise SuspiciousOperation("The ID token names no key and the provider publishes several.")
-        return jwt.PyJWK(signing[0], algorithm=self.OIDC_RP_SIGN_ALGO)
+        return jwt.PyJWK(signing[0], algorithm=algorithm)
 
     def verify_token(self, token, **kwargs):
         payload = super().verify_token(token, **kwargs)
@@ -155,13 +160,17 @@ class PaiOIDCBackend(OIDCAuthenticationBackend):
     def get_or_create_user(self, access_token, id_token, payload):
         claims = self.get_userinfo(access_token, id_token, payload)
         if not self.verify_claims(claims):
-            raise SuspiciousOperation(f"The claim {settings.PAI_OIDC_USERNAME_CLAIM} is missing or not a valid user name.")
+            raise SuspiciousOperation(
+                f"The claim {settings.PAI_OIDC_USERNAME_CLAIM} is missing or not a valid user name."
+            )
         groups = list(mirrored_groups(claim_group_names(claims)))
         with transaction.atomic():
             user = self.filter_users_by_claims(claims).first()
             if not groups:
                 if user is not None:
                     sync_groups(user, [])
+                username = claims[settings.PAI_OIDC_USERNAME_CLAIM]
+                logger.info("OIDC login of %s refused: in no group that pai mirrors", username)
                 self.request.pai_oidc_refusal = REFUSED_NO_GROUP
                 return None
             if user is None:

@@ -1,5 +1,6 @@
 """The OIDC redirect flow end to end, against a real provider: users, groups, refusal, logout, tokens."""
 
+import json
 from urllib.parse import parse_qs, urlencode, urlsplit
 
 import pytest
@@ -14,7 +15,7 @@ from apps.accounts.roles import DEFAULT_GROUP
 from apps.audit.models import AuditEntry
 from apps.tenants.models import Membership
 
-from .conftest import CLIENT_ID, local, new_subject, with_query
+from .conftest import CLIENT_ID, local, new_subject, serve, with_query
 
 User = get_user_model()
 
@@ -233,6 +234,39 @@ def test_an_id_token_signed_with_an_unknown_key_is_refused(browser, provider, ot
     assert response.status_code == 400
     assert browser.me().status_code == 401
     assert not User.objects.filter(username="lena").exists()
+
+
+@pytest.fixture
+def jwks_of_both_providers(provider, other_provider):
+    """A JWKS endpoint publishing two keys, the provider's among them."""
+    keys = [requests.get(f"{p.url}/jwks", timeout=5).json()["keys"][0] for p in (provider, other_provider)]
+    body = json.dumps({"keys": keys}).encode()
+
+    def app(environ, start_response):
+        start_response("200 OK", [("Content-Type", "application/json")])
+        return [body]
+
+    server, thread = serve(app)
+    yield f"http://127.0.0.1:{server.server_port}/jwks"
+    server.shutdown()
+    thread.join(5)
+    server.server_close()
+
+
+@pytest.mark.django_db
+def test_an_id_token_naming_no_key_is_refused_when_several_are_published(
+    browser, provider, oidc_mode, jwks_of_both_providers, idp_groups
+):
+    """The provider's tokens carry no `kid`: pai then accepts only a JWKS of one signing key."""
+    oidc_mode.OIDC_OP_JWKS_ENDPOINT = jwks_of_both_providers
+    sub = new_subject()
+    provider.set_user(sub, preferred_username="lars", email="lars@example.org", groups=["idp-team-a"])
+
+    response = browser.login(sub)
+
+    assert response.status_code == 400
+    assert browser.me().status_code == 401
+    assert not User.objects.filter(username="lars").exists()
 
 
 @pytest.mark.django_db
