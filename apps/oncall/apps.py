@@ -3,9 +3,12 @@ from django.db.models.signals import post_migrate
 
 
 def _ensure_schedules(sender, using, **kwargs):
+    from django.db import connections
+
     from .tasks import ensure_schedules
 
-    if using == "default":
+    # Skip partial migrations that leave django-q's tables out (e.g. `migrate django_q zero`).
+    if using == "default" and "django_q_schedule" in connections[using].introspection.table_names():
         ensure_schedules()
 
 

@@ -125,6 +125,11 @@ def test_rotations_shifts_fair_share_and_on_call_now(on_shift):
     now = member.get("/api/v2/oncall/now").json()
     assert now == [{"rotation": "platform", "tenant": None, "dris": [{"username": "alice", "email": "alice@example.com"}]}]
     assert [r["rotation"] for r in api(on_shift.b_member).get("/api/v2/oncall/now").json()] == ["platform", "team-b"]
+    next_week = (timezone.now() + timedelta(days=7)).isoformat()
+    later = member.get("/api/v2/oncall/now", {"at": next_week}).json()
+    assert later[0]["dris"][0]["username"] == "bob"
+    bad = member.get("/api/v2/oncall/now?at=tomorrow")
+    assert bad.status_code == 400 and bad.json()["message"].startswith("at:")
 
 
 def test_current_dris_for_the_onboarding_mail(on_shift):

@@ -33,7 +33,7 @@ class FollowUpSerializer(serializers.ModelSerializer):
         read_only_fields = ["id", "done", "done_at"]
 
 
-class SlaSerializer(serializers.Serializer):
+class SlaClockSerializer(serializers.Serializer):
     kind = serializers.ChoiceField(choices=["ack", "update"])
     deadline = serializers.DateTimeField()
     seconds_left = serializers.IntegerField(help_text="Monitoring-hours time left.")
@@ -65,7 +65,7 @@ class IncidentSerializer(serializers.ModelSerializer):
     def get_sla_policy(self, obj):
         return obj.sla["name"] if obj.sla else None
 
-    @extend_schema_field(SlaSerializer(allow_null=True))
+    @extend_schema_field(SlaClockSerializer(allow_null=True))
     def get_sla_clock(self, obj):
         return obj.countdown()
 
@@ -87,19 +87,19 @@ class IncidentCreateSerializer(serializers.Serializer):
     cluster = serializers.SlugRelatedField(slug_field="name", queryset=Cluster.objects.all(), required=False, allow_null=True)
 
 
-class MessageSerializer(serializers.Serializer):
+class IncidentNoteSerializer(serializers.Serializer):
     message = serializers.CharField(required=False, allow_blank=True, default="")
 
 
-class UpdateSerializer(serializers.Serializer):
+class IncidentUpdateSerializer(serializers.Serializer):
     message = serializers.CharField()
 
 
-class SeveritySerializer(serializers.Serializer):
+class SeverityConfirmSerializer(serializers.Serializer):
     severity = serializers.ChoiceField(choices=Severity.choices)
 
 
-class ReviewSerializer(serializers.Serializer):
+class IncidentReviewSerializer(serializers.Serializer):
     cause = serializers.CharField()
     prevention = serializers.CharField()
     follow_ups = FollowUpSerializer(many=True, required=False, default=list)

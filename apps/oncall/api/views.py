@@ -5,6 +5,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
@@ -84,35 +85,35 @@ class IncidentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.C
     def acknowledge(self, request, pk=None):
         return self._act(request, services.acknowledge)
 
-    @extend_schema(request=s.UpdateSerializer, responses=s.IncidentDetailSerializer)
+    @extend_schema(request=s.IncidentUpdateSerializer, responses=s.IncidentDetailSerializer)
     @action(detail=True, methods=["post"], url_path="update")
     def post_update(self, request, pk=None):
-        return self._act(request, services.post_update, s.UpdateSerializer)
+        return self._act(request, services.post_update, s.IncidentUpdateSerializer)
 
-    @extend_schema(request=s.MessageSerializer, responses=s.IncidentDetailSerializer)
+    @extend_schema(request=s.IncidentNoteSerializer, responses=s.IncidentDetailSerializer)
     @action(detail=True, methods=["post"])
     def mitigate(self, request, pk=None):
-        return self._act(request, services.mitigate, s.MessageSerializer)
+        return self._act(request, services.mitigate, s.IncidentNoteSerializer)
 
-    @extend_schema(request=s.MessageSerializer, responses=s.IncidentDetailSerializer)
+    @extend_schema(request=s.IncidentNoteSerializer, responses=s.IncidentDetailSerializer)
     @action(detail=True, methods=["post"])
     def resolve(self, request, pk=None):
-        return self._act(request, services.resolve, s.MessageSerializer)
+        return self._act(request, services.resolve, s.IncidentNoteSerializer)
 
-    @extend_schema(request=s.ReviewSerializer, responses=s.IncidentDetailSerializer)
+    @extend_schema(request=s.IncidentReviewSerializer, responses=s.IncidentDetailSerializer)
     @action(detail=True, methods=["post"])
     def review(self, request, pk=None):
-        return self._act(request, services.record_review, s.ReviewSerializer)
+        return self._act(request, services.record_review, s.IncidentReviewSerializer)
 
     @extend_schema(request=None, responses=s.IncidentDetailSerializer, description="Close: the review is done.")
     @action(detail=True, methods=["post"])
     def close(self, request, pk=None):
         return self._act(request, services.close)
 
-    @extend_schema(request=s.SeveritySerializer, responses=s.IncidentDetailSerializer)
+    @extend_schema(request=s.SeverityConfirmSerializer, responses=s.IncidentDetailSerializer)
     @action(detail=True, methods=["post"], url_path="confirm-severity")
     def confirm_severity(self, request, pk=None):
-        return self._act(request, services.confirm_severity, s.SeveritySerializer)
+        return self._act(request, services.confirm_severity, s.SeverityConfirmSerializer)
 
 
 @extend_schema(tags=["rotations"])
@@ -156,12 +157,23 @@ class RotationViewSet(viewsets.ReadOnlyModelViewSet):
         return Response(s.FairShareSerializer(data, many=True).data)
 
 
-@extend_schema(tags=["rotations"], responses=s.OnCallNowSerializer(many=True))
+@extend_schema(
+    tags=["rotations"],
+    parameters=[OpenApiParameter("at", str, description="An ISO 8601 time (default: now), e.g. 2027-01-04T09:00:00Z.")],
+    responses=s.OnCallNowSerializer(many=True),
+)
 class OnCallNowView(APIView):
-    """Who is on call now, per visible rotation."""
+    """Who is on call now (or at `?at=`), per visible rotation."""
 
     def get(self, request):
-        rows = services.on_call(rotations=Rotation.objects.visible_to(request.user).select_related("tenant"))
+        at = None
+        if request.query_params.get("at"):
+            at = parse_datetime(request.query_params["at"])
+            if at is None:
+                raise ApiError("at: expected an ISO 8601 date and time.")
+            if timezone.is_naive(at):
+                at = timezone.make_aware(at)
+        rows = services.on_call(at, Rotation.objects.visible_to(request.user).select_related("tenant"))
         data = [
             {"rotation": rotation.name, "tenant": rotation.tenant.slug if rotation.tenant else None, "dris": users}
             for rotation, users in rows

@@ -1,3 +1,4 @@
+import functools
 from datetime import time
 from zoneinfo import available_timezones
 
@@ -7,8 +8,13 @@ from django.db import models
 from .. import clock
 
 
+@functools.cache
+def _zones():
+    return frozenset(available_timezones())
+
+
 def validate_zone(value):
-    if value not in available_timezones():
+    if value not in _zones():
         raise ValidationError(f"'{value}' is not an IANA time zone (e.g. Europe/Berlin).")
 
 
