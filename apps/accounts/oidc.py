@@ -47,11 +47,16 @@ def claim_group_names(claims):
     return {name for name in value if isinstance(name, str) and name}
 
 
+def mirrorable_groups():
+    """Groups the provider's claim decides: those with an external name, never `default`."""
+    return Group.objects.exclude(external_name="").exclude(name=roles.DEFAULT_GROUP)
+
+
 def mirrored_groups(names):
     """pai's groups that mirror the named external groups."""
     if not names:
         return Group.objects.none()
-    return Group.objects.exclude(external_name="").filter(external_name__in=names)
+    return mirrorable_groups().filter(external_name__in=names)
 
 
 @transaction.atomic
@@ -65,7 +70,7 @@ def sync_groups(user, groups):
     from apps.tenants.models import Membership
 
     wanted = {g.pk: g for g in groups}
-    current = {g.pk: g for g in Group.objects.filter(user=user).exclude(external_name="")}
+    current = {g.pk: g for g in mirrorable_groups().filter(user=user)}
     added = [g for pk, g in wanted.items() if pk not in current]
     removed = [g for pk, g in current.items() if pk not in wanted]
     user.groups.remove(*removed)

@@ -104,6 +104,18 @@ def test_groups_are_synced_at_every_login(make_browser, provider, idp_groups):
 
 
 @pytest.mark.django_db
+def test_the_default_group_stays_whatever_its_external_name(make_browser, provider, idp_groups):
+    Group.objects.filter(name=DEFAULT_GROUP).update(external_name="idp-everyone")
+    sub = new_subject()
+    provider.set_user(sub, preferred_username="fay", email="fay@example.org", groups=["idp-everyone"])
+    assert make_browser().login(sub).status_code == 403  # `default` alone is no group pai gives access by
+
+    provider.set_user(sub, preferred_username="fay", email="fay@example.org", groups=["idp-team-b"])
+    assert make_browser().login(sub).status_code == 302
+    assert group_names(User.objects.get(username="fay")) == {DEFAULT_GROUP, "team_b"}
+
+
+@pytest.mark.django_db
 def test_sync_keeps_a_team_admins_role(make_browser, provider, idp_groups):
     """Team admins are made by hand: losing the team's group at the provider ends their groups, not their role."""
     sub = new_subject()
