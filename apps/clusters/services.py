@@ -50,3 +50,34 @@ def set_node_health(node, *, ready, schedulable, actor=None):
             changes={"ready": [before[0], ready], "schedulable": [before[1], schedulable]},
         )
     return node
+
+
+def _audit_value(value):
+    return value if value is None or isinstance(value, (bool, int, float, str)) else str(value)
+
+
+@transaction.atomic
+def save_inventory_row(actor, row, fields):
+    """Create or change a cluster, cell type or physical cell from the API: validated, audited.
+
+    `fields` maps field names to new values; `row` is unsaved for a creation.
+    """
+    from apps.audit.services import model_diff
+
+    creating = row.pk is None
+    before = {} if creating else {name: _audit_value(getattr(row, name)) for name in fields}
+    for name, value in fields.items():
+        setattr(row, name, value)
+    row.full_clean()
+    row.save()
+    after = {name: _audit_value(getattr(row, name)) for name in fields}
+    action = f"{row._meta.model_name}.{'create' if creating else 'update'}"
+    record(actor, action, row, changes=model_diff(before, after))
+    return row
+
+
+@transaction.atomic
+def delete_inventory_row(actor, row):
+    """Delete a cluster, cell type or physical cell; raises ProtectedError while VCs or cells use it."""
+    record(actor, f"{row._meta.model_name}.delete", row, changes={"name": str(row)})
+    row.delete()

@@ -2,17 +2,19 @@
 
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import IntegrityError
+from django.db.models import ProtectedError
 from rest_framework import serializers
 from rest_framework.views import APIView
 
 from .errors import ConflictError
 
 
-class ApiView(APIView):
-    """An APIView whose services' validation errors become 400s naming the field.
+class ServiceErrorsMixin:
+    """Services' validation errors become 400s naming the field; conflicts become 409s.
 
-    Services raise Django's `ValidationError` (they serve the admin too); a unique
-    constraint lost to a concurrent request becomes a 409 named by `conflict_error`.
+    Services raise Django's `ValidationError` (they serve the admin too). A unique
+    constraint lost to a concurrent request, or a delete refused because rows still use
+    the object, becomes a 409 named by `conflict_error`.
     """
 
     conflict_error = ConflictError
@@ -20,10 +22,19 @@ class ApiView(APIView):
     def handle_exception(self, exc):
         if isinstance(exc, DjangoValidationError):
             detail = exc.message_dict if hasattr(exc, "error_dict") else {"non_field_errors": exc.messages}
+            if "__all__" in detail:  # model-wide checks (unique together...) name their fields in the text
+                detail = {("non_field_errors" if k == "__all__" else k): v for k, v in detail.items()}
             exc = serializers.ValidationError(detail)
+        elif isinstance(exc, ProtectedError):  # an IntegrityError too: test it first
+            names = ", ".join(sorted({str(obj) for obj in exc.protected_objects})[:5])
+            exc = self.conflict_error(f"Still in use by {names}.")
         elif isinstance(exc, IntegrityError):
             exc = self.conflict_error(str(exc).splitlines()[0] if str(exc) else "The object already exists.")
         return super().handle_exception(exc)
+
+
+class ApiView(ServiceErrorsMixin, APIView):
+    pass
 
 
 class MessageSerializer(serializers.Serializer):

@@ -197,6 +197,60 @@ def test_cluster_inventory(world, clients):
     assert client.get("/api/v2/clusters/?cluster_class=bogus").status_code == 400
 
 
-def test_cluster_inventory_is_read_only(world, clients):
-    assert clients["root"].post("/api/v2/clusters/", {"name": "x"}, format="json").status_code == 405
-    assert clients["root"].delete("/api/v2/clusters/local/").status_code == 405
+def test_platform_admins_change_the_inventory(world, clients):
+    root = clients["root"]
+    data = {"name": "gpu2", "cluster_class": "non-production", "backend": "kubernetes", "connection": "in-cluster"}
+    response = root.post("/api/v2/clusters/", data, format="json")
+    assert response.status_code == 201, response.content
+    assert "connection" not in response.json()
+    from apps.audit.models import AuditEntry
+    from apps.clusters.models import Cluster
+
+    assert Cluster.objects.get(name="gpu2").connection == "in-cluster"
+    assert AuditEntry.objects.filter(action="cluster.create", actor=world.root).exists()
+    response = root.patch("/api/v2/clusters/gpu2/", {"description": "staging"}, format="json")
+    assert response.status_code == 200 and response.json()["description"] == "staging"
+    sku = {"name": "H100", "gpu": 1, "cpu": 16, "memory_mb": 131072}
+    assert root.post("/api/v2/clusters/gpu2/cell-types/", sku, format="json").status_code == 201
+    node = {"name": "H100-NODE", "child": "H100", "child_count": 8, "is_node_level": True}
+    assert root.post("/api/v2/clusters/gpu2/cell-types/", node, format="json").status_code == 201
+    cell = {"address": "h100-node-1", "cell_type": "H100-NODE"}
+    assert root.post("/api/v2/clusters/gpu2/physical-cells/", cell, format="json").status_code == 201
+    assert root.delete("/api/v2/clusters/gpu2/physical-cells/h100-node-1/").status_code == 204
+    assert AuditEntry.objects.filter(action="physicalcell.delete").exists()
+
+
+@pytest.mark.parametrize("url,data,field", [
+    ("/api/v2/clusters/", {"name": "local"}, "name"),
+    ("/api/v2/clusters/", {"name": "bad name"}, "name"),
+    ("/api/v2/clusters/", {"name": "x", "cluster_class": "staging"}, "cluster_class"),
+    ("/api/v2/clusters/local/cell-types/", {"name": "A100"}, "Name already exists"),
+    ("/api/v2/clusters/local/cell-types/", {"name": "X", "child": "A100", "child_count": 0}, "child_count"),
+    ("/api/v2/clusters/local/cell-types/", {"name": "X", "child": "nope", "child_count": 1}, "child"),
+    ("/api/v2/clusters/local/physical-cells/", {"address": "n", "cell_type": "CPU-NODE", "parent": "rack-1"},
+     "cell_type"),
+    ("/api/v2/clusters/local/physical-cells/", {"address": "gpu-node-1", "cell_type": "A100-NODE"},
+     "Address already exists"),
+])
+def test_inventory_writes_are_validated(world, clients, url, data, field):
+    response = clients["root"].post(url, data, format="json")
+    assert response.status_code == 400, response.content
+    assert field in response.json()["message"]
+
+
+def test_inventory_rows_in_use_are_not_deleted(world, clients):
+    root = clients["root"]
+    assert_error(root.delete("/api/v2/clusters/local/"), 409, "ConflictError")
+    assert_error(root.delete("/api/v2/clusters/local/cell-types/A100/"), 409, "ConflictError")
+    assert root.get("/api/v2/clusters/local/cell-types/A100/").status_code == 200
+
+
+def test_only_platform_admins_write_the_inventory(world, clients):
+    for who in ("a_admin", "a_member"):
+        assert_error(clients[who].post("/api/v2/clusters/", {"name": "x"}, format="json"), 403, "ForbiddenUserError")
+        assert_error(clients[who].delete("/api/v2/clusters/local/cell-types/CPU/"), 403, "ForbiddenUserError")
+
+
+def test_nodes_are_kept_by_the_worker(world, clients):
+    assert clients["root"].post("/api/v2/clusters/local/nodes/", {"name": "x"}, format="json").status_code == 405
+    assert clients["root"].delete("/api/v2/clusters/local/nodes/cpu-node-1/").status_code == 405

@@ -1,19 +1,26 @@
 """pai-native cluster inventory: clusters, their cell types, physical cells and nodes.
 
 Every signed-in user may read the inventory (it says what the farm is, nothing of any
-team); it changes through the admin and the worker. A cluster's `connection` (where its
-kubeconfig lives) is never returned.
+team); platform admins change clusters, cell types and physical cells. Nodes are
+read-only: the worker keeps them as the backend reports them. A cluster's `connection`
+(where its kubeconfig lives) is never returned. Deleting a row still in use (a cluster
+with VCs, a cell type of a quota) answers 409.
 """
 
 from django.shortcuts import get_object_or_404
+from django.utils.functional import cached_property
 from django_filters import rest_framework as filters
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import viewsets
 from rest_framework.filters import OrderingFilter
+from rest_framework.permissions import IsAuthenticated
 
 from apps.clusters.choices import BackendKind, ClusterClass
 from apps.clusters.models import CellType, Cluster, Node, PhysicalCell
+from apps.clusters.services import delete_inventory_row, save_inventory_row
+from pai.api.permissions import ReadOnlyOrPlatformAdmin
+from pai.api.views import ServiceErrorsMixin
 
 from .serializers import CellTypeSerializer, ClusterSerializer, NodeSerializer, PhysicalCellSerializer
 
@@ -31,6 +38,25 @@ NODE_EXAMPLE = OpenApiExample("Node", response_only=True, value={
     "updated_at": "2026-12-02T12:00:00Z"})
 
 CLUSTER_NAME = OpenApiParameter("cluster_name", OpenApiTypes.STR, OpenApiParameter.PATH, description="Cluster name")
+READ_ONLY = {"created_at", "updated_at"}
+
+
+def inventory_schema(plural, singular, noun, example, *, in_cluster=True, writable=True):
+    """The schema of an inventory viewset: every action tagged, described and with an example."""
+    params = [CLUSTER_NAME] if in_cluster else []
+    actions = {
+        "list": extend_schema(tags=["clusters"], summary=plural, parameters=params, examples=[example]),
+        "retrieve": extend_schema(tags=["clusters"], summary=singular, parameters=params, examples=[example]),
+    }
+    if writable:
+        request = OpenApiExample("Row", value={k: v for k, v in example.value.items() if k not in READ_ONLY},
+                                 request_only=True)
+        for action, verb in (("create", "Create"), ("update", "Replace"), ("partial_update", "Change")):
+            actions[action] = extend_schema(tags=["clusters"], summary=f"{verb} {noun} (platform admins).",
+                                            parameters=params, examples=[request, example])
+        actions["destroy"] = extend_schema(tags=["clusters"], summary=f"Delete {noun} (platform admins); 409 while "
+                                           "in use.", parameters=params)
+    return extend_schema_view(**actions)
 
 
 class ClusterFilter(filters.FilterSet):
@@ -71,14 +97,28 @@ class NodeFilter(filters.FilterSet):
         fields = ["ready", "schedulable", "name"]
 
 
-class InventoryViewSet(viewsets.ReadOnlyModelViewSet):
+class InventoryViewSet(ServiceErrorsMixin, viewsets.ModelViewSet):
+    """Reads for everyone signed in; writes for platform admins, through the clusters' services."""
+
+    permission_classes = [IsAuthenticated, ReadOnlyOrPlatformAdmin]
     filter_backends = [filters.DjangoFilterBackend, OrderingFilter]
+    http_method_names = ["get", "post", "put", "patch", "delete", "head", "options"]
+
+    def row_defaults(self):
+        return {}
+
+    def perform_create(self, serializer):
+        row = self.get_queryset().model(**self.row_defaults())
+        serializer.instance = save_inventory_row(self.request.user, row, serializer.validated_data)
+
+    def perform_update(self, serializer):
+        serializer.instance = save_inventory_row(self.request.user, serializer.instance, serializer.validated_data)
+
+    def perform_destroy(self, instance):
+        delete_inventory_row(self.request.user, instance)
 
 
-@extend_schema_view(
-    list=extend_schema(tags=["clusters"], summary="Clusters.", examples=[CLUSTER_EXAMPLE]),
-    retrieve=extend_schema(tags=["clusters"], summary="A cluster, by name.", examples=[CLUSTER_EXAMPLE]),
-)
+@inventory_schema("Clusters.", "A cluster, by name.", "a cluster", CLUSTER_EXAMPLE, in_cluster=False)
 class ClusterViewSet(InventoryViewSet):
     queryset = Cluster.objects.all()
     serializer_class = ClusterSerializer
@@ -94,19 +134,27 @@ class ClusterPartViewSet(InventoryViewSet):
 
     model = None
 
+    @cached_property
+    def cluster(self):
+        return get_object_or_404(Cluster, name=self.kwargs["cluster_name"])
+
     def get_queryset(self):
         if getattr(self, "swagger_fake_view", False):
             # drf-spectacular inspects the view without a cluster in the path.
             return self.model.objects.none()
-        cluster = get_object_or_404(Cluster, name=self.kwargs["cluster_name"])
-        return self.model.objects.filter(cluster=cluster)
+        return self.model.objects.filter(cluster=self.cluster)
+
+    def get_serializer_context(self):
+        context = super().get_serializer_context()
+        if not getattr(self, "swagger_fake_view", False):
+            context["cluster"] = self.cluster
+        return context
+
+    def row_defaults(self):
+        return {"cluster": self.cluster}
 
 
-@extend_schema_view(
-    list=extend_schema(tags=["clusters"], summary="A cluster's cell types (leaf types are SKUs).",
-                       parameters=[CLUSTER_NAME], examples=[CELL_TYPE_EXAMPLE]),
-    retrieve=extend_schema(tags=["clusters"], summary="A cell type.", parameters=[CLUSTER_NAME], examples=[CELL_TYPE_EXAMPLE]),
-)
+@inventory_schema("A cluster's cell types (leaf types are SKUs).", "A cell type.", "a cell type", CELL_TYPE_EXAMPLE)
 class CellTypeViewSet(ClusterPartViewSet):
     model = CellType
     serializer_class = CellTypeSerializer
@@ -119,11 +167,8 @@ class CellTypeViewSet(ClusterPartViewSet):
         return super().get_queryset().select_related("child")
 
 
-@extend_schema_view(
-    list=extend_schema(tags=["clusters"], summary="A cluster's physical cells (racks, nodes...).",
-                       parameters=[CLUSTER_NAME], examples=[PHYSICAL_CELL_EXAMPLE]),
-    retrieve=extend_schema(tags=["clusters"], summary="A physical cell, by address.", parameters=[CLUSTER_NAME], examples=[PHYSICAL_CELL_EXAMPLE]),
-)
+@inventory_schema("A cluster's physical cells (racks, nodes...).", "A physical cell, by address.",
+                  "a physical cell", PHYSICAL_CELL_EXAMPLE)
 class PhysicalCellViewSet(ClusterPartViewSet):
     model = PhysicalCell
     serializer_class = PhysicalCellSerializer
@@ -137,12 +182,10 @@ class PhysicalCellViewSet(ClusterPartViewSet):
         return super().get_queryset().select_related("cell_type", "parent")
 
 
-@extend_schema_view(
-    list=extend_schema(tags=["clusters"], summary="A cluster's nodes, with health and capacity.",
-                       parameters=[CLUSTER_NAME], examples=[NODE_EXAMPLE]),
-    retrieve=extend_schema(tags=["clusters"], summary="A node.", parameters=[CLUSTER_NAME], examples=[NODE_EXAMPLE]),
-)
+@inventory_schema("A cluster's nodes, with health and capacity (kept by the worker; read-only).", "A node.",
+                  "a node", NODE_EXAMPLE, writable=False)
 class NodeViewSet(ClusterPartViewSet):
+    http_method_names = ["get", "head", "options"]
     model = Node
     serializer_class = NodeSerializer
     lookup_field = "name"
