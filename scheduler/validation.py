@@ -174,6 +174,7 @@ class RequestChecker:
 
     def _check_capacity(self, gang: GangRequest, vc: VcState, needs: list[PodNeed]) -> None:
         totals: dict[str, int] = {}
+        pinned_totals: dict[str, int] = {}
         for need in needs:
             chain = self.topology.chains[need.sku]
             field = f"taskRoles.{need.task_role}.resourcePerInstance"
@@ -189,6 +190,13 @@ class RequestChecker:
                     raise InvalidRequestError(
                         f"taskRoles.{need.task_role}.pinnedCellId",
                         f"pinned cell {need.pinned_cell!r} holds {cell.chain.sku.name}, not {need.sku}",
+                    )
+                pinned_totals[need.pinned_cell] = pinned_totals.get(need.pinned_cell, 0) + need.leaf_cells
+                if pinned_totals[need.pinned_cell] > cell.leaves:
+                    raise InvalidRequestError(
+                        "taskRoles",
+                        f"the job needs {pinned_totals[need.pinned_cell]} {need.sku} in pinned cell "
+                        f"{need.pinned_cell!r}, which holds {cell.leaves}",
                     )
                 continue
             if gang.opportunistic:

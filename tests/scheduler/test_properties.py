@@ -17,14 +17,15 @@ CLUSTER = ClusterSpec(
         rack("r1", "a1", "a2"),
         rack("r2", "a3", "a4"),
         PhysicalCellSpec("V100-NODE", "v1"),
+        PhysicalCellSpec("V100-NODE", "v2", pinned_id="pin-v2"),
         PhysicalCellSpec("CPU-NODE", "c1"),
     ),
 )
-NODES = ("a1", "a2", "a3", "a4", "v1", "c1")
+NODES = ("a1", "a2", "a3", "a4", "v1", "v2", "c1")
 VCS = (
-    vc("a", ("A100-NODE", 1), ("A100-SWITCH", 2), cohort="c"),
+    vc("a", ("A100-NODE", 1), ("A100-SWITCH", 2), cohort="c", max_leaf_cells_per_user=12),
     vc("b", ("A100-RACK", 1), cohort="c", lending_limit=8),
-    vc("c", ("V100-SOCKET", 1), ("V100-SWITCH", 1), ("CPU-NODE", 1)),
+    vc("c", ("V100-SOCKET", 1), ("V100-SWITCH", 1), ("CPU-NODE", 1), pinned_cells=("pin-v2",)),
 )
 SKUS = {"a": ("A100",), "b": ("A100",), "c": ("V100", "CPU")}
 # A guaranteed cell as pods: (SKU, pods, leaf cells per pod).
@@ -39,14 +40,19 @@ def submit(draw):
     name = draw(st.sampled_from(sorted(SKUS)))
     sku = draw(st.sampled_from(SKUS[name]))
     roles = draw(st.lists(st.tuples(st.integers(1, 3), st.sampled_from((1, 2, 4, 8))), min_size=1, max_size=2))
+    priority = draw(st.sampled_from((-1, 1, 10, 100)))
+    pinned = sku == "V100" and priority >= 0 and draw(st.booleans())
     return (
         "submit",
         name,
         sku,
         tuple(roles),
-        draw(st.sampled_from((-1, 1, 10, 100))),
+        priority,
         draw(st.booleans()),
         draw(st.sampled_from((0.0, 50.0))),
+        draw(st.sampled_from((None, 30.0))),
+        draw(st.sampled_from(("u1", "u2"))),
+        "pin-v2" if pinned else None,
     )
 
 
@@ -63,11 +69,16 @@ EVENTS = st.lists(
 
 
 def make_gang(n: int, event, now: float) -> GangRequest:
-    _, name, sku, roles, priority, lazy, min_runtime = event
+    _, name, sku, roles, priority, lazy, min_runtime, max_runtime, user, pinned = event
     pods = tuple(
-        PodRequest(f"r{i}", j, sku, leaves) for i, (count, leaves) in enumerate(roles) for j in range(count)
+        PodRequest(f"r{i}", j, sku, leaves, pinned_cell=pinned)
+        for i, (count, leaves) in enumerate(roles)
+        for j in range(count)
     )
-    return GangRequest(f"j{n:03d}", name, "u", priority, pods, now, lazy_preemption=lazy, min_runtime=min_runtime)
+    return GangRequest(
+        f"j{n:03d}", name, user, priority, pods, now,
+        lazy_preemption=lazy, min_runtime=min_runtime, max_runtime=max_runtime,
+    )
 
 
 def run(events):

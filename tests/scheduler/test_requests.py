@@ -51,6 +51,8 @@ def pods(*specs):
         (gang("j", "small", (1, 4)), "taskRoles.r0.resourcePerInstance",
          "a pod needs 4 A100 in one cell but the largest A100 cell VC 'small' can use holds 2"),
         (gang("j", "vision", (3, 8)), "taskRoles", "the job needs 24 A100 but VC 'vision' can never hold more than 16"),
+        (gang("j", "vision", (2, 8), pinned="pin-a5"), "taskRoles",
+         "the job needs 16 A100 in pinned cell 'pin-a5', which holds 8"),
         (GangRequest("j", "vision", "u", 10, pods(("w", 0, "A100", 1), ("w", 2, "A100", 1)), 0.0),
          "taskRoles.w.taskNumber", "pod indices must be 0..1, got [0, 2]"),
         (GangRequest("j", "vision", "u", 10, pods(("w", 0, "A100", 1), ("w", 1, "A100", 2)), 0.0),
