@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Collection, Sequence
 
 from .cells import Chain, Topology
 from .decisions import (
@@ -106,13 +106,19 @@ class Engine:
 
     # --- the cycle ---------------------------------------------------------------------
 
-    def schedule(self, queue: Sequence[GangRequest], now: float) -> CycleResult:
+    def schedule(
+        self, queue: Sequence[GangRequest], now: float, *, exhausted_budgets: Collection[str] = ()
+    ) -> CycleResult:
         """One scheduling cycle over every waiting gang.
 
         Order: guaranteed gangs by priority then submission time, within their VC's own
         quota (preempting when allowed); then gangs that may borrow, VC by VC in order of
         weighted dominant borrowed share; then opportunistic gangs. A gang that does not
         fit never blocks the ones behind it, except through a starvation reservation.
+
+        ``exhausted_budgets`` names the VCs that have used up their GPU-hour budget for
+        the current period (the control plane keeps the accounts, from job history): their
+        guaranteed gangs wait, their opportunistic ones may still run.
         """
         self._failures = {}
         expired = []
@@ -146,6 +152,12 @@ class Engine:
 
         for gang, options in ordered:
             if gang.opportunistic:
+                continue
+            if gang.vc in exhausted_budgets:
+                reasons[gang.job_id] = (
+                    f"VC {gang.vc!r} has used up its GPU-hour budget for this period; "
+                    "only opportunistic jobs of the VC may start"
+                )
                 continue
             outcome = self._admit_guaranteed(gang, options, reservations, now, borrowing=False)
             if isinstance(outcome, _Admission):

@@ -82,3 +82,18 @@ def test_job_past_its_maximum_runtime_is_expired_and_its_cells_reused():
     assert early.expired == () and "next" in waiting(early)
     assert late.expired == ("limited",)
     assert placed(late, "next")
+
+
+def test_vc_over_its_gpu_hour_budget_runs_only_opportunistic_jobs():
+    engine = one_node_team()
+
+    result = engine.schedule(
+        [gang("g", "team", (1, 1)), gang("o", "team", (1, 1), priority=-1, at=1), gang("x", "other", (1, 1), at=2)],
+        now=0,
+        exhausted_budgets={"team"},
+    )
+
+    assert {a.job_id for a in result.placements} == {"o", "x"}
+    assert waiting(result)["g"] == (
+        "VC 'team' has used up its GPU-hour budget for this period; only opportunistic jobs of the VC may start"
+    )
