@@ -1,4 +1,5 @@
 import copy
+import json
 import functools
 import pathlib
 
@@ -51,6 +52,7 @@ def job_document(file="single_gpu.yaml", **changes):
 
 def submit(client, document, content_type="text/yaml"):
     if content_type == "application/json":
-        return client.post("/api/v2/jobs", document, format="json")
+        # ASCII-escaped, as most clients send JSON: lone surrogates survive as \ud800 escapes.
+        return client.post("/api/v2/jobs", json.dumps(document), content_type=content_type)
     body = document if isinstance(document, str) else yaml.safe_dump(document, sort_keys=False)
     return client.post("/api/v2/jobs", body, content_type=content_type)
