@@ -6,11 +6,13 @@ Redirect targets given by clients (`next`, OpenPAI's `redirect_uri` and `from`) 
 honoured only when they stay on pai's own origin.
 """
 
+import logging
 from functools import wraps
 
 from django.conf import settings
 from django.contrib import auth
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import SuspiciousOperation
 from django.http import Http404, HttpResponseRedirect
 from django.shortcuts import render, resolve_url
 from django.urls import reverse
@@ -32,6 +34,9 @@ from . import services
 from .oidc import REFUSED_NO_GROUP, provider_logout_url
 
 NEXT_PARAMETERS = ("next", "redirect_uri", "from")
+
+# Where Django logs the SuspiciousOperation it turns into a 400 by itself.
+security_logger = logging.getLogger("django.security.oidc")
 
 
 def oidc_mode():
@@ -84,6 +89,15 @@ class LoginView(OIDCAuthenticationRequestView):
 
 
 class CallbackView(OIDCAuthenticationCallbackView):
+    def get(self, request):
+        try:
+            return super().get(request)
+        except SuspiciousOperation as exc:
+            # A state this browser did not start, a nonce or signature that does not
+            # verify: someone may be replaying or forging a login. Say no, and log it.
+            security_logger.warning("OIDC callback refused: %s", exc)
+            return render(request, "accounts/oidc/failed.html", {"contact": contact()}, status=400)
+
     def login_failure(self):
         if getattr(self.request, "pai_oidc_refusal", None) == REFUSED_NO_GROUP:
             return render(self.request, "accounts/oidc/refused.html", {"contact": contact()}, status=403)

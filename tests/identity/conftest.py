@@ -87,7 +87,7 @@ def oidc_mode(settings, provider):
 
     Every setting that mode reads at request time is switched; the routes of both modes
     are always installed and check the mode themselves, so the URLconf stays as it is.
-    A test in tests/identity/test_settings.py checks that the environment variables
+    tests/identity/test_modes.py checks that the environment variables
     produce the same settings.
     """
     settings.PAI_AUTH_MODE = "oidc"

@@ -199,6 +199,7 @@ def test_a_callback_with_another_browsers_state_is_refused(make_browser, provide
     response = victim.client.get(local(callback))
 
     assert response.status_code == 400
+    assert "did not complete" in response.content.decode()
     assert victim.me().status_code == 401
     assert not User.objects.filter(username="ivan").exists()
 
@@ -230,6 +231,7 @@ def test_an_id_token_with_another_nonce_is_refused(browser, provider, idp_groups
     response = browser.client.get(local(callback))
 
     assert response.status_code == 400
+    assert "did not complete" in response.content.decode()
     assert browser.me().status_code == 401
     assert not User.objects.filter(username="kim").exists()
 
@@ -244,6 +246,7 @@ def test_an_id_token_signed_with_an_unknown_key_is_refused(browser, provider, ot
     response = browser.login(sub)
 
     assert response.status_code == 400
+    assert "did not complete" in response.content.decode()
     assert browser.me().status_code == 401
     assert not User.objects.filter(username="lena").exists()
 
@@ -277,6 +280,7 @@ def test_an_id_token_naming_no_key_is_refused_when_several_are_published(
     response = browser.login(sub)
 
     assert response.status_code == 400
+    assert "did not complete" in response.content.decode()
     assert browser.me().status_code == 401
     assert not User.objects.filter(username="lars").exists()
 
