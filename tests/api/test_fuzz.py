@@ -8,13 +8,14 @@ from hypothesis import strategies as st
 FIELDS = [
     "username", "password", "email", "virtualCluster", "admin", "extension", "groupname", "grouplist",
     "description", "externalName", "acls", "virtualClusters", "storageConfigs", "tenant", "data", "patch",
-    "newPassword", "oldPassword", "expiration",
+    "newPassword", "oldPassword", "expiration", "name", "cluster_class", "backend", "connection", "child",
+    "child_count", "is_node_level", "gpu", "cpu", "memory_mb", "address", "cell_type", "parent", "pinned_id",
 ]
 PARAMS = ["default", "ordering", "limit", "offset", "name", "leaf", "ready", "schedulable", "cluster_class",
           "backend", "namespace", "is_node_level", "parent", "cell_type"]
 
 NAMES = st.sampled_from(["team_a", "team_b", "default", "admingroup", "a_member", "root", "team-a", "team-a-data",
-                         "nope", ""])
+                         "nope", "", "local", "A100", "A100-NODE", "rack-1", "gpu-node-1", "production"])
 SCALARS = st.none() | st.booleans() | st.integers(-(2**63), 2**63) | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=30) | NAMES
 VALUES = st.recursive(
     SCALARS,
@@ -35,6 +36,10 @@ WRITES = [
     ("post", "/api/v2/groups"),
     ("put", "/api/v2/groups"),
     ("post", "/api/v2/authn/basic/login"),
+    ("post", "/api/v2/clusters/"),
+    ("patch", "/api/v2/clusters/local/"),
+    ("post", "/api/v2/clusters/local/cell-types/"),
+    ("post", "/api/v2/clusters/local/physical-cells/"),
 ]
 LISTS = [
     "/api/v2/users", "/api/v2/groups", "/api/v2/virtual-clusters", "/api/v2/storages", "/api/v2/tokens",
