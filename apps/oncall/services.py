@@ -7,6 +7,7 @@ writes an audit row. Views and tasks only call these.
 import hashlib
 import json
 import logging
+import smtplib
 from datetime import timedelta
 
 from django.conf import settings
@@ -177,6 +178,10 @@ def _notify(key, kind, users, subject, body, **links):
             if emails:
                 send_mail(subject, body, settings.DEFAULT_FROM_EMAIL, emails)
     except IntegrityError:
+        return False
+    except (OSError, smtplib.SMTPException):
+        # The mail server failed: the key's row rolled back with it, so the next sweep retries.
+        logger.warning("could not send %s to %s", key, emails, exc_info=True)
         return False
     return True
 

@@ -148,3 +148,15 @@ def test_sweep_task_uses_the_current_time(oncall):
     sent = len(mail.outbox)
     assert tasks.sla_sweep() == 0
     assert len(mail.outbox) == sent
+
+
+def test_a_failing_mail_server_is_retried_by_the_next_sweep(oncall, settings):
+    sev1(oncall)
+    after = TUESDAY_10 + timedelta(minutes=31)
+    settings.EMAIL_BACKEND = "django.core.mail.backends.smtp.EmailBackend"
+    settings.EMAIL_HOST, settings.EMAIL_PORT, settings.EMAIL_TIMEOUT = "127.0.0.1", 9, 2  # nothing listens there
+    assert services.run_sla_sweep(after) == 0
+    assert not Notification.objects.filter(kind=NotificationKind.REMIND).exists()
+    settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+    assert services.run_sla_sweep(after) == 1
+    assert len(mail.outbox) == 1
