@@ -220,7 +220,9 @@ class KubeServer:
     `kubernetes.client.Configuration.host`.
     """
 
-    def __init__(self, *, history_limit=200_000, snapshot_limit=64):
+    def __init__(self, *, history_limit=200_000, snapshot_limit=64, token=None):
+        # With a token, requests without `Authorization: Bearer <token>` get 401.
+        self.token = token
         self._cond = threading.Condition(threading.RLock())
         self._objects = {plural: {} for plural in RESOURCES}
         self._usage = {}
@@ -242,6 +244,7 @@ class KubeServer:
         self._ip_counter = itertools.count(1)
         self.requests = deque(maxlen=20_000)
         self.internal_errors = []
+        self._calls = set()
         self._httpd = None
         self._thread = None
         for name in ("default", "kube-system"):
@@ -287,9 +290,30 @@ class KubeServer:
         from kubernetes import client
 
         config = client.Configuration(host=self.host)
+        if self.token:
+            config.api_key = {"BearerToken": self.token}
+            config.api_key_prefix = {"BearerToken": "Bearer"}
         for name, value in configuration.items():
             setattr(config, name, value)
         return client.ApiClient(config)
+
+    def write_kubeconfig(self, path, *, context="pai-test", namespace="default"):
+        """Write a kubeconfig file whose `context` points at this server (with its token),
+        for code that loads clusters from kubeconfig files."""
+        import yaml
+
+        user = {"token": self.token} if self.token else {}
+        document = {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": context, "cluster": {"server": self.host}}],
+            "users": [{"name": context, "user": user}],
+            "contexts": [{"name": context, "context": {"cluster": context, "user": context, "namespace": namespace}}],
+            "current-context": context,
+        }
+        with open(path, "w") as handle:
+            yaml.safe_dump(document, handle)
+        return path
 
     # ------------------------------------------------------------------ store core
     @property
@@ -997,13 +1021,20 @@ class KubeServer:
         url = urlsplit(handler.path)
         path = url.path.rstrip("/") or "/"
         query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
+        # Recorded on arrival, so a client holding its answer finds its request counted;
+        # the status is filled in before the reply goes out (0: no reply).
+        record = [method, path, query, None]
+        self.requests.append(record)
+        if self.token and handler.headers.get("Authorization") != f"Bearer {self.token}":
+            record[3] = 401
+            handler.send_body(Response(401, ApiError(401, "Unauthorized", "Unauthorized").status()))
+            return
         fault = self._take_fault(method, path)
-        status = None
         try:
             if fault is not None and fault.hang:
+                record[3] = 0
                 self._release_hangs.wait(fault.hang)
                 handler.close_connection = True
-                status = 0
                 return
             if fault is not None and not fault.commit:
                 raise self._fault_error(fault)
@@ -1011,21 +1042,17 @@ class KubeServer:
             if fault is not None:
                 raise self._fault_error(fault)
             if response is None:  # a watch stream, already written
-                status = 200
+                record[3] = 200
                 return
-            status = response.status
-            handler.send_body(response)
         except ApiError as exc:
-            status = exc.code
-            handler.send_body(Response(exc.code, exc.status(), exc.headers))
+            response = Response(exc.code, exc.status(), exc.headers)
         except Exception as exc:
             # A bug in this server: answer like the real one would, and keep it for the
             # fixture to fail the test with.
-            status = 500
             self.internal_errors.append(traceback.format_exc())
-            handler.send_body(Response(500, ApiError(500, "InternalError", f"Internal error occurred: {exc!r}").status()))
-        finally:
-            self.requests.append((method, path, query, status))
+            response = Response(500, ApiError(500, "InternalError", f"Internal error occurred: {exc!r}").status())
+        record[3] = response.status
+        handler.send_body(response)
 
     def _fault_error(self, fault):
         if fault.status == 429:
@@ -1071,6 +1098,7 @@ class KubeServer:
         namespace = None
         if group == "" and len(rest) == 3 and rest[0] == "namespaces" and rest[2] == "bindings":
             # The legacy bindings collection: the pod is named in the body.
+            self._record_call(group, "bindings", "create" if method == "POST" else method.lower())
             if method != "POST":
                 raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the requested resource")
             body = handler.json_body()
@@ -1086,7 +1114,30 @@ class KubeServer:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
         if resource.namespaced and namespace is None and name is not None:
             raise ApiError(404, "NotFound", "the server could not find the requested resource")
+        self._record_call(group, f"{resource.plural}/{subresource}" if subresource else resource.plural,
+                          self._rbac_verb(method, name, query))
         return self._operate(handler, method, resource, namespace, name, subresource, query)
+
+    @staticmethod
+    def _rbac_verb(method, name, query):
+        """The verb RBAC checks for a request, as the real authorizer derives it."""
+        if method == "GET":
+            if query.get("watch") in {"true", "1"}:
+                return "watch"
+            return "get" if name else "list"
+        if method == "DELETE" and not name:
+            return "deletecollection"
+        return {"POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}.get(method, method.lower())
+
+    def _record_call(self, group, resource, verb):
+        with self._cond:
+            self._calls.add((group, resource, verb))
+
+    def api_calls(self):
+        """Every (apiGroup, resource, verb) that requests asked for so far, answered or
+        not: what a ClusterRole must grant for the same calls on a real cluster."""
+        with self._cond:
+            return set(self._calls)
 
     def _operate(self, handler, method, resource, namespace, name, subresource, query):
         if name is None:
@@ -1373,6 +1424,9 @@ class KubeServer:
                     "NodeLost": f"Node {pod['spec'].get('nodeName')} which was running pod {name} is unresponsive",
                     "Shutdown": "Pod was terminated in response to imminent node shutdown.",
                 }.get(pod_reason, pod_reason)
+            if pod_reason == "Evicted":
+                # The kubelet marks pods it evicts under node pressure (PodDisruptionConditions).
+                self._set_condition(pod, "DisruptionTarget", "True", reason="TerminationByKubelet")
             self._set_condition(pod, "Ready", "False", reason="PodCompleted")
             self._set_condition(pod, "ContainersReady", "False", reason="PodCompleted")
             obj = self._commit(RESOURCES["pods"], (namespace, name), pod, "MODIFIED", old=old)

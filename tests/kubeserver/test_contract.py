@@ -86,6 +86,22 @@ def test_unknown_paths_are_404_status(kube_server):
         assert json.loads(response.data)["kind"] == "Status"
 
 
+def test_token_is_required_when_set_and_kubeconfig_files_carry_it(tmp_path):
+    from kubernetes import config
+
+    from tests.kubeserver import KubeServer
+
+    with KubeServer(token="s3cret") as server:
+        anonymous = client.CoreV1Api(client.ApiClient(client.Configuration(host=server.host)))
+        with pytest.raises(ApiException) as exc:
+            anonymous.list_namespace()
+        assert exc.value.status == 401 and status_of(exc.value)["reason"] == "Unauthorized"
+        assert [n.metadata.name for n in client.CoreV1Api(server.api_client()).list_namespace().items] == ["default", "kube-system"]
+        path = server.write_kubeconfig(tmp_path / "kubeconfig", context="cluster-a")
+        loaded = client.CoreV1Api(config.new_client_from_config(config_file=str(path), context="cluster-a"))
+        assert len(loaded.list_namespace().items) == 2
+
+
 # --------------------------------------------------------------------------- metadata and CRUD
 def test_create_sets_uid_resource_version_timestamp_and_generated_name(core, ns):
     pod = core.create_namespaced_pod(ns, {"metadata": {"generateName": "worker-"}, "spec": pod_body("x")["spec"]})
@@ -458,7 +474,7 @@ def test_watch_streams_live_changes_to_an_open_watch(kube_server, core, ns):
     assert kube_server.wait_for_watches(1)
     core.create_namespaced_pod(ns, pod_body("live"))
     core.delete_namespaced_pod("live", ns)
-    thread.join(timeout=5)
+    thread.join(timeout=10)
     assert not thread.is_alive()
     assert seen == [("ADDED", "live"), ("DELETED", "live")]
 
@@ -544,7 +560,7 @@ def test_dropped_watch_ends_the_stream_early(kube_server, core, ns):
     thread, outcome = _watch_in_thread(core, ns, timeout_seconds=30)
     assert kube_server.wait_for_watches(1)
     kube_server.drop_watches()
-    thread.join(timeout=5)
+    thread.join(timeout=10)
     assert not thread.is_alive() and outcome == {"events": []}
     assert kube_server.wait_for_watches_closed()
 
@@ -553,7 +569,7 @@ def test_abruptly_dropped_watch_breaks_the_connection(kube_server, core, ns):
     thread, outcome = _watch_in_thread(core, ns, timeout_seconds=30)
     assert kube_server.wait_for_watches(1)
     kube_server.drop_watches(abrupt=True)
-    thread.join(timeout=5)
+    thread.join(timeout=10)
     assert not thread.is_alive()
     assert isinstance(outcome.get("error"), (urllib3.exceptions.HTTPError, OSError))
     assert kube_server.wait_for_watches_closed()
@@ -753,6 +769,9 @@ def test_finish_pod_sets_phase_exit_code_and_reasons(kube_server, core, ns, node
     pod = core.read_namespaced_pod("a", ns)
     terminated = pod.status.container_statuses[0].state.terminated
     assert (pod.status.phase, terminated.exit_code, terminated.reason, pod.status.reason) == (phase, exit_code, container_reason, pod_reason)
+    conditions = {c.type: c.status for c in pod.status.conditions}
+    assert conditions["Ready"] == "False"
+    assert ("DisruptionTarget" in conditions) == (pod_reason == "Evicted")
     if pod_reason in {"Evicted", "DeadlineExceeded"}:
         warnings = core.list_namespaced_event(ns, field_selector=f"involvedObject.name=a,reason={pod_reason}").items
         assert warnings and warnings[0].type == "Warning"
@@ -877,3 +896,26 @@ def test_hanging_request_times_out_the_client(kube_server, ns):
     assert time.monotonic() - began < 1.5
     assert core.list_namespaced_pod(ns).items == []
     kube_server.clear_faults()
+
+
+# --------------------------------------------------------------------------- RBAC bookkeeping
+def test_api_calls_record_what_rbac_would_check(kube_server, core, ns, node):
+    core.create_namespaced_pod(ns, pod_body("a"))
+    core.read_namespaced_pod("a", ns)
+    core.list_pod_for_all_namespaces()
+    events_of(watch.Watch(), core.list_namespaced_pod, ns, count=1, timeout_seconds=5)
+    core.patch_namespaced_pod("a", ns, {"metadata": {"labels": {"x": "1"}}})
+    core.patch_namespaced_pod_status("a", ns, {"status": {"phase": "Pending"}})
+    body = client.V1Binding(metadata=client.V1ObjectMeta(name="a"), target=client.V1ObjectReference(kind="Node", name=node))
+    core.create_namespaced_pod_binding("a", ns, body, _preload_content=False)
+    with pytest.raises(ApiException):
+        core.read_namespaced_pod_log("a", ns)
+    core.delete_collection_namespaced_pod(ns)
+    client.SchedulingV1Api(kube_server.api_client()).list_priority_class()
+    client.VersionApi(kube_server.api_client()).get_code()
+    assert kube_server.api_calls() == {
+        ("", "namespaces", "create"),
+        ("", "pods", "create"), ("", "pods", "get"), ("", "pods", "list"), ("", "pods", "watch"),
+        ("", "pods", "patch"), ("", "pods/status", "patch"), ("", "pods/binding", "create"),
+        ("", "pods/log", "get"), ("", "pods", "deletecollection"), ("scheduling.k8s.io", "priorityclasses", "list"),
+    }
