@@ -63,7 +63,7 @@ class Cell:
         self.first = 0  # first device index, for cells at or below the node level
         self.leaves = chain.leaves[tid]
         self.pinned_id: str | None = None
-        self.has_pinned = False
+        self.has_pinned = False  # is or holds a pinned cell a VC owns
         self.free = False  # a maximal free cell of the buddy system
         self.free_children = 0
         self.free_below = [0] * len(chain.names)  # maximal free cells in the subtree, by type
@@ -322,7 +322,6 @@ class Topology:
                 cell.children.append(child)
                 cell.nodes.extend(child.nodes)
         cell.idle = cell.leaves
-        cell.has_pinned = cell.pinned_id is not None or any(c.has_pinned for c in cell.children)
         return cell
 
     def _build_inside_node(self, cell: Cell, node: Node) -> None:
@@ -343,12 +342,21 @@ class Topology:
             self._build_inside_node(child, node)
 
     def init_free(self, pinned_owner: dict[str, str]) -> None:
-        """Start with every cell free except pinned cells owned by a VC."""
+        """Start with every cell free except pinned cells owned by a VC (a pinned id no
+        VC owns is an ordinary cell)."""
         for chain in self.chains.values():
             for root in chain.roots:
+                self._mark_pinned(root, pinned_owner)
                 self._init_free(root, pinned_owner)
             for node in chain.nodes:
                 self.rebucket(node)
+
+    def _mark_pinned(self, cell: Cell, pinned_owner: dict[str, str]) -> bool:
+        inside = cell.level > cell.chain.node_level and any(
+            [self._mark_pinned(child, pinned_owner) for child in cell.children]
+        )
+        cell.has_pinned = cell.pinned_id in pinned_owner or inside
+        return cell.has_pinned
 
     def _init_free(self, cell: Cell, pinned_owner: dict[str, str]) -> None:
         owner = pinned_owner.get(cell.pinned_id) if cell.pinned_id else None
@@ -356,22 +364,11 @@ class Topology:
             cell.binding = Binding(cell, owner, owner, pinned=True)
             for node in cell.nodes:
                 node.pinned = True
-        elif any(c.pinned_id in pinned_owner for c in self._descendants_above_node(cell)):
+        elif cell.has_pinned:
             for child in cell.children:
                 self._init_free(child, pinned_owner)
         else:
             self._set_free(cell, True)
-
-    @staticmethod
-    def _descendants_above_node(cell: Cell) -> list[Cell]:
-        out = []
-        stack = list(cell.children) if cell.level > cell.chain.node_level else []
-        while stack:
-            c = stack.pop()
-            out.append(c)
-            if c.level > c.chain.node_level:
-                stack.extend(c.children)
-        return out
 
     # --- transactions -----------------------------------------------------------
 

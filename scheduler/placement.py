@@ -42,14 +42,14 @@ class Shortage:
 
 
 def _unblocked_idle(node: Node, cell: Cell, blocked: Blocked) -> int:
+    """Idle devices of ``cell`` (the node or a cell inside it) this gang may take."""
     if not node.healthy:
         return 0
     reserved = blocked.get(node.cell.id)
     if not reserved:
         return cell.idle
-    end = cell.first + cell.leaves if cell.level <= node.chain.node_level else node.size
-    start = cell.first if cell.level <= node.chain.node_level else 0
-    return cell.idle - sum(1 for d in reserved if start <= d < end and node.jobs[d] is None)
+    end = cell.first + cell.leaves
+    return cell.idle - sum(1 for d in reserved if cell.first <= d < end and node.jobs[d] is None)
 
 
 def _is_region(cell: Cell, room: int) -> bool:
@@ -213,7 +213,7 @@ class Placer:
         """Bind a new virtual cell of ``vc`` (or, with ``lenders``, of a lender) for ``k``
         devices, keeping the safety invariant."""
         sku = chain.sku.name
-        options: list[tuple[int, int, str, VcState]] = []
+        options: list[tuple[int, int, int, str, VcState]] = []  # size, type, -unbound, owner name, owner
         if lenders is None:
             for tid in vc.quota_types(sku):
                 if chain.leaves[tid] >= k and vc.unbound(sku, tid) > 0:
