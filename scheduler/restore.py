@@ -12,7 +12,9 @@ from .quota import VcState
 
 
 class Restorer:
-    def __init__(self, topology: Topology, ledger: Ledger, vcs: dict[str, VcState], lenders: dict[str, list[str]]):
+    def __init__(
+        self, topology: Topology, ledger: Ledger, vcs: dict[str, VcState], lenders: dict[str, list[str]]
+    ) -> None:
         self.topology = topology
         self.ledger = ledger
         self.vcs = vcs
@@ -128,6 +130,12 @@ class Restorer:
         for cell in choices:
             if owner.unbound(sku, cell.tid) <= 0:
                 continue
+            if owner is not vc:
+                limit, lend = vc.spec.borrowing_limit, owner.spec.lending_limit
+                if limit is not None and vc.total_borrowed() + cell.leaves > limit:
+                    return f"VC {vc.name!r} may borrow only {limit} leaf cells"
+                if lend is not None and owner.total_lent() + cell.leaves > lend:
+                    return f"VC {owner.name!r} may lend only {lend} leaf cells"
             if not any(c.free for c in cell.up) or cell.has_pinned:
                 continue
             mark = self.topology.mark()

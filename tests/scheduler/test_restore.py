@@ -62,6 +62,16 @@ def test_restore_after_quota_cut_demotes_what_no_longer_fits():
     assert status(fresh, "a") == {"A100-NODE": (1, 1, 0, 0, 0, 0)}
 
 
+def test_restore_after_borrowing_limit_cut_demotes_the_borrower():
+    engine = busy_engine(VCS)
+    tighter = [vc("a", ("A100-NODE", 3), cohort="c"), vc("b", ("A100-SWITCH", 2), cohort="c", borrowing_limit=4)]
+    fresh = Engine(a100_cluster(rack("r1", "n1", "n2"), rack("r2", "n3", "n4")), tighter)
+
+    report = fresh.restore(engine.allocations())
+
+    assert report.demoted == (RestoreIssue("borrow", "pod r0[0]: VC 'b' may borrow only 4 leaf cells"),)
+
+
 def test_restore_drops_placements_on_nodes_that_are_gone():
     engine = busy_engine(VCS)
     where = {a.job_id: {p.node for p in a.pods} for a in engine.allocations()}
@@ -74,4 +84,3 @@ def test_restore_drops_placements_on_nodes_that_are_gone():
     assert [i.job_id for i in report.dropped] == gone
     assert all("no longer exists" in i.reason for i in report.dropped)
     assert {a.job_id for a in fresh.allocations()} == set(where) - set(gone)
-    assert RestoreIssue  # the report's element type is public
