@@ -44,11 +44,6 @@ class JobSummarySerializer(serializers.Serializer):
     debugId = serializers.CharField()
 
 
-class JobListWithCountSerializer(serializers.Serializer):
-    totalCount = serializers.IntegerField()
-    data = JobSummarySerializer(many=True)
-
-
 class ExitSpecSerializer(serializers.Serializer):
     code = serializers.IntegerField()
 
@@ -203,17 +198,8 @@ class ExecutionTypeSerializer(serializers.Serializer):
     value = serializers.ChoiceField(choices=ExecutionType.choices)
 
 
-class MessageSerializer(serializers.Serializer):
-    message = serializers.CharField()
-
-
 class SubmitResponseSerializer(serializers.Serializer):
     message = serializers.CharField()
     name = serializers.CharField()
     virtualCluster = serializers.CharField()
     warnings = serializers.ListField(child=serializers.CharField())
-
-
-class ErrorSerializer(serializers.Serializer):
-    code = serializers.CharField()
-    message = serializers.CharField()

@@ -14,21 +14,22 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from pai.api.views import ErrorSerializer, MessageSerializer
+
 from .. import services
 from ..filters import JobFilterSet
-from ..models import Job, JobAttempt, JobEvent, Task, TaskAttempt
+from ..models import Job, JobAttempt, JobEvent, Task
+from ..errors import ForbiddenUserError, InvalidParametersError, NoJobConfigError, NoJobError
 from ..protocol.structure import storable_text
 from ..querysets import is_readable
-from ..errors import ForbiddenUserError, InvalidParametersError, NoJobConfigError, NoJobError
 from . import docs
 from .parsers import PlainTextParser, XYAMLTextParser, YAMLTextParser
 from .renderers import YAMLRenderer
-from .summaries import job_summaries
 from .serializers import (
-    ErrorSerializer, ExecutionTypeSerializer, JobAttemptSerializer, JobDetailSerializer, JobEventsSerializer,
-    JobListWithCountSerializer, JobSummarySerializer, LogLocationsSerializer, MessageSerializer,
-    SubmitResponseSerializer, TaskAttemptsSerializer, ValueSerializer, epoch_ms, exit_spec,
+    ExecutionTypeSerializer, JobAttemptSerializer, JobDetailSerializer, JobEventsSerializer, JobSummarySerializer,
+    LogLocationsSerializer, SubmitResponseSerializer, TaskAttemptsSerializer, ValueSerializer, epoch_ms, exit_spec,
 )
+from .summaries import job_summaries
 from .throttles import JobListThrottle, JobSubmitThrottle
 
 MAX_LIMIT = 1000
