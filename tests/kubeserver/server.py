@@ -378,8 +378,12 @@ class KubeServer:
             meta["name"] = self._generate_name(meta["generateName"])
         for system_field in ("uid", "resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "creationTimestamp"):
             meta.pop(system_field, None)
-        self._default(resource, body)
-        causes = self._validate(resource, body)
+        try:
+            self._default(resource, body)
+            causes = self._validate(resource, body)
+        except (AttributeError, TypeError) as exc:
+            # A field of the wrong JSON type: the real server's decoder refuses the body.
+            raise bad_request(f"the body of the request could not be decoded: {exc}") from exc
         if causes:
             raise invalid(resource, meta.get("name"), causes)
         with self._cond:
@@ -448,12 +452,13 @@ class KubeServer:
         containers = spec.get("containers") or []
         if not containers:
             return "BestEffort"
+        # Only cpu and memory decide the QoS class; extended resources such as GPUs do not.
         any_set = False
         guaranteed = True
         for container in containers:
             resources = container.get("resources") or {}
             limits, requests = resources.get("limits") or {}, resources.get("requests") or {}
-            if limits or requests:
+            if {"cpu", "memory"} & (set(limits) | set(requests)):
                 any_set = True
             for name in ("cpu", "memory"):
                 if name not in limits or requests.get(name, limits.get(name)) != limits.get(name):
@@ -580,6 +585,14 @@ class KubeServer:
     # ------------------------------------------------------------------ update and patch
     def _update(self, resource, namespace, name, new, subresource=None, expect_rv=None):
         """Replace an object with `new`, keeping what the target (main or /status) may not change."""
+        try:
+            return self._replace(resource, namespace, name, new, subresource, expect_rv)
+        except (AttributeError, TypeError) as exc:
+            raise bad_request(f"the body of the request could not be decoded: {exc}") from exc
+
+    def _replace(self, resource, namespace, name, new, subresource, expect_rv):
+        if not isinstance(new, dict):
+            raise bad_request("the body of the request must be an object")
         with self._cond:
             old = self._get(resource, namespace, name)
             key = self._key(resource, namespace, name)

@@ -237,10 +237,24 @@ def test_namespace_names_are_dns_labels(core):
     assert created.metadata.labels == {"kubernetes.io/metadata.name": "team-b"}
 
 
-def test_pod_defaults_requests_from_limits(core, ns):
+def test_pod_defaults_requests_from_limits_and_its_qos_class(core, ns):
     pod = core.create_namespaced_pod(ns, pod_body("a", gpus=2))
     assert pod.spec.containers[0].resources.requests == {"nvidia.com/gpu": "2"}
-    assert pod.status.qos_class == "BestEffort" or pod.status.qos_class == "Burstable"
+    assert pod.status.qos_class == "BestEffort"
+    sized = {"limits": {"cpu": "2", "memory": "4Gi", "nvidia.com/gpu": "1"}}
+    pod = core.create_namespaced_pod(ns, pod_body("b", containers=[{"name": "m", "image": "x", "resources": sized}]))
+    assert pod.status.qos_class == "Guaranteed"
+    burstable = {"requests": {"cpu": "1"}}
+    pod = core.create_namespaced_pod(ns, pod_body("c", containers=[{"name": "m", "image": "x", "resources": burstable}]))
+    assert pod.status.qos_class == "Burstable"
+
+
+def test_a_body_of_the_wrong_shape_is_400(kube_server, ns):
+    response = urllib3.request(
+        "POST", f"{kube_server.host}/api/v1/namespaces/{ns}/pods",
+        body=json.dumps({"metadata": {"name": "a"}, "spec": {"containers": "main"}}), headers={"Content-Type": "application/json"},
+    )
+    assert response.status == 400 and json.loads(response.data)["reason"] == "BadRequest"
 
 
 # --------------------------------------------------------------------------- patches
