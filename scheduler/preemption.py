@@ -5,7 +5,9 @@ the free pool), lower-priority jobs of its own VC, and borrowers running on cell
 from its VC's quota — never a job still inside its minimum runtime, never single pods.
 Candidates are ordered lowest priority first, then most recently started; the engine
 takes the shortest prefix of that order after which the gang fits, then drops every
-victim the gang can do without, so the result is minimal and leans to cheap victims.
+victim the gang can do without. If more than one victim remains, the first candidate
+in that order that frees enough on its own is taken instead: fewest victims first, then
+lowest priority, then most recently started.
 """
 
 from __future__ import annotations
@@ -14,9 +16,10 @@ from typing import Callable
 
 from .ledger import Ledger, RunningJob
 
-# Dropping unneeded victims costs one placement trial per victim; past this many the
-# prefix is kept as it is (still lowest priority / most recent first).
+# Dropping unneeded victims, or looking for a single victim that would do, costs one
+# placement trial per candidate; these bound the trials.
 MINIMISE_UP_TO = 32
+SINGLE_VICTIM_TRIALS = 64
 
 
 def _covering_binding_user(job: RunningJob) -> list[str | None]:
@@ -82,4 +85,9 @@ def choose_victims(
             trial = victims[:i] + victims[i + 1:]
             if trial and fits(trial):
                 victims = trial
+    if len(victims) > 1:
+        # Fewest victims first: one job elsewhere may free as much as several here.
+        for job in ordered[:SINGLE_VICTIM_TRIALS]:
+            if fits([job]):
+                return [job]
     return victims

@@ -38,6 +38,17 @@ def test_preemption_prefers_fewest_then_lowest_priority_then_most_recent_victims
     assert result.preemptions == (Preemption("new", lazy=False, by_job="urgent2"),)
 
 
+def test_one_victim_is_preferred_to_several_of_lower_priority():
+    engine = two_node_team()
+    engine.schedule([gang("one", "team", (1, 8), priority=1)], now=0)
+    engine.schedule([gang(f"opp{i}", "team", (1, 2), priority=-1, at=i) for i in range(4)], now=1)
+    assert {a.pods[0].node for a in engine.allocations() if a.job_id.startswith("opp")} == {"n2"}
+
+    result = engine.schedule([gang("prod", "team", (1, 8), priority=100)], now=10)
+
+    assert result.preemptions == (Preemption("one", lazy=False, by_job="prod"),)
+
+
 def test_no_victim_while_a_placement_without_preemption_exists():
     engine = two_node_team()
     engine.schedule([gang("low", "team", (1, 4), priority=1)], now=0)
