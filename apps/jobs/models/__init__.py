@@ -2,5 +2,6 @@ from .attempt import JobAttempt, Task, TaskAttempt
 from .event import JobEvent
 from .job import Job, JobSecret, JobTag
 from .lease import WorkerLease
+from .usage import JobUsage
 
-__all__ = ["Job", "JobSecret", "JobTag", "JobAttempt", "Task", "TaskAttempt", "JobEvent", "WorkerLease"]
+__all__ = ["Job", "JobSecret", "JobTag", "JobAttempt", "Task", "TaskAttempt", "JobEvent", "WorkerLease", "JobUsage"]

@@ -1,0 +1,140 @@
+"""What the pods of a placed job attempt look like: one PodSpec per task attempt."""
+
+import json
+from pathlib import PurePosixPath
+
+from apps.storage.choices import StorageKind
+from apps.storage.models import StorageConfig
+from scheduler import podenv
+from scheduler.backends import ANNOTATION_PLACEMENT, ImagePullAuth, PodSpec, PortRequest, StorageMount
+from scheduler.backends import pod_labels, pod_name
+
+# How long a stopped task has to end on SIGTERM before SIGKILL.
+DEFAULT_GRACE_SECONDS = 10.0
+
+
+def job_key(job):
+    """The job's identity in pod names and labels: stable for the job's life, never reused by another job."""
+    return f"pai-{job.pk}-{int(job.submitted_at.timestamp())}"
+
+
+def task_roles(job):
+    """(name, spec) of the job's task roles in the document's order."""
+    return list(job.spec["taskRoles"].items())
+
+
+def job_info(job):
+    roles = []
+    for name, spec in task_roles(job):
+        resources = spec.get("resourcePerInstance") or {}
+        completion = spec.get("completion") or {}
+        roles.append(
+            podenv.TaskRoleInfo(
+                name=name,
+                instances=int(spec.get("instances", 1)),
+                gpu=int(resources.get("gpu", 0)),
+                cpu=float(resources.get("cpu", 1)),
+                memory_mb=int(resources.get("memoryMB", 0)),
+                shm_mb=int((spec.get("extraContainerOptions") or {}).get("shmMB", podenv.DEFAULT_SHM_MB)),
+                min_failed_instances=completion.get("minFailedInstances"),
+                min_succeeded_instances=completion.get("minSucceededInstances"),
+            )
+        )
+    return podenv.JobInfo(
+        name=job.name, user=job.owner.username, virtual_cluster=job.virtual_cluster.name, task_roles=tuple(roles)
+    )
+
+
+def allocate_ports(job, attempt_index, placement, node_ips, allocator):
+    """{(task role, index): {label: ports}} for every pod of a placement, reserved in `allocator`."""
+    roles = dict(task_roles(job))
+    ports = {}
+    for pod in placement["pods"]:
+        counts = podenv.requested_ports((roles[pod["task_role"]].get("resourcePerInstance") or {}).get("ports"))
+        key = pod_name(job_key(job), pod["task_role"], pod["index"], attempt_index, 0)
+        ports[(pod["task_role"], pod["index"])] = {
+            label: list(values) for label, values in allocator.allocate(node_ips[pod["node"]], key, counts).items()
+        }
+    return ports
+
+
+def storage_mounts(job):
+    names = [s["name"] for s in job.launch.get("storages", [])]
+    configs = {c.name: c for c in StorageConfig.objects.filter(name__in=names).select_related("server")}
+    mounts = []
+    for item in job.launch.get("storages", []):
+        config = configs.get(item["name"])
+        if config is None:
+            continue
+        sub_path = config.sub_path
+        if config.per_user_sub_path:
+            sub_path = str(PurePosixPath(sub_path or ".") / job.owner.username)
+        host_path = None
+        if config.server.kind == StorageKind.HOST_PATH:
+            host_path = str(PurePosixPath(config.server.root_path) / (config.sub_path or ""))
+            if config.per_user_sub_path:
+                host_path = str(PurePosixPath(host_path) / job.owner.username)
+        mounts.append(
+            StorageMount(
+                name=config.name,
+                claim=config.claim_name or config.name,
+                mount_path=item.get("mountPath") or config.mount_path,
+                sub_path=sub_path,
+                read_only=config.read_only,
+                host_path=host_path,
+            )
+        )
+    return tuple(mounts)
+
+
+def pod_specs(job, attempt_index, task_attempts, placement, node_ips):
+    """PodSpec per task attempt row; `task_attempts` are (TaskAttempt, Task) pairs of the attempt."""
+    info = job_info(job)
+    roles = dict(task_roles(job))
+    by_task = {(p["task_role"], p["index"]): p for p in placement["pods"]}
+    addresses = [
+        podenv.TaskAddress(
+            task_role=task.task_role,
+            index=task.index,
+            host_ip=node_ips[by_task[(task.task_role, task.index)]["node"]],
+            ports={label: tuple(values) for label, values in (ta.ports or {}).items()},
+        )
+        for ta, task in task_attempts
+    ]
+    secret = getattr(job, "secret", None)
+    image_auth = secret.image_auth if secret is not None else {}
+    mounts = storage_mounts(job)
+    specs = []
+    for ta, task in task_attempts:
+        role = roles[task.task_role]
+        resources = role.get("resourcePerInstance") or {}
+        launch = job.launch["taskRoles"][task.task_role]
+        pod = by_task[(task.task_role, task.index)]
+        auth = image_auth.get(role.get("dockerImage"))
+        env = podenv.task_environment(info, addresses, task.task_role, task.index)
+        specs.append(
+            PodSpec(
+                name=ta.pod_name,
+                node=pod["node"],
+                commands="\n".join(launch["commands"]),
+                namespace=f"pai-{job.tenant.slug}",
+                labels=pod_labels(job_key(job), task.task_role, task.index, attempt_index, ta.index),
+                annotations={ANNOTATION_PLACEMENT: json.dumps(pod, sort_keys=True)},
+                devices=tuple(pod["devices"]),
+                image=launch.get("image") or "",
+                image_pull_auth=ImagePullAuth(
+                    username=auth.get("username", ""), password=auth.get("password", ""),
+                    registry=auth.get("registryuri", ""),
+                ) if auth else None,
+                env=env,
+                storage_mounts=mounts,
+                ports=tuple(PortRequest(label, tuple(values)) for label, values in sorted((ta.ports or {}).items())),
+                shm_mb=int((role.get("extraContainerOptions") or {}).get("shmMB", podenv.DEFAULT_SHM_MB)),
+                cpu=float(resources.get("cpu", 0)),
+                memory_mb=int(resources.get("memoryMB", 0)),
+                gpu=int(resources.get("gpu", 0)),
+                priority_class=job.priority_class,
+                grace_seconds=DEFAULT_GRACE_SECONDS,
+            )
+        )
+    return specs
