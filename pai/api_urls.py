@@ -4,11 +4,12 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from pai.api.info import InfoView
+from pai.api.routing import openpai_path
 
 urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
     path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
-    path("v2/info", InfoView.as_view(), name="api-info"),
+    *openpai_path("v2/info", InfoView.as_view(), "api-info"),
     path("v2/", include("apps.accounts.api.urls")),
     path("v2/", include("apps.accounts.oidc_api_urls")),
     path("v2/", include("apps.virtualclusters.api.urls")),

@@ -232,6 +232,15 @@ def test_add_and_remove_a_group(world, clients):
     assert "team_a_vision" not in user_json(client, "a_member")["grouplist"]
 
 
+def test_openpai_paths_answer_with_a_trailing_slash_too(world, clients):
+    # OpenPAI's swagger writes these two with the slash; its clients call them without.
+    response = clients["root"].put("/api/v2/users/a_member/group/", {"groupname": "team_b"}, format="json")
+    assert response.status_code == 201
+    response = clients["root"].put("/api/v2/users/a_member/grouplist/", {"grouplist": ["team_a"]}, format="json")
+    assert response.status_code == 201
+    assert clients["root"].get("/api/v2/users/a_member/").json()["grouplist"] == ["default", "team_a"]
+
+
 def test_group_changes_are_checked(world, clients):
     client = clients["a_admin"]
     assert_error(client.put("/api/v2/users/a_member/group", {"groupname": "nope"}, format="json"), 404, "NoGroupError")

@@ -1,5 +1,6 @@
-from django.urls import path
 from rest_framework.routers import SimpleRouter
+
+from pai.api.routing import openpai_path
 
 from . import kubernetes, views
 
@@ -13,7 +14,7 @@ router.register(r"clusters/(?P<cluster_name>[A-Za-z0-9][A-Za-z0-9_.-]*)/nodes", 
                 basename="cluster-node")
 
 urlpatterns = [
-    path("kubernetes/nodes", kubernetes.KubernetesNodeListView.as_view(), name="kubernetes-nodes"),
-    path("kubernetes/pods", kubernetes.KubernetesPodListView.as_view(), name="kubernetes-pods"),
+    *openpai_path("kubernetes/nodes", kubernetes.KubernetesNodeListView.as_view(), "kubernetes-nodes"),
+    *openpai_path("kubernetes/pods", kubernetes.KubernetesPodListView.as_view(), "kubernetes-pods"),
     *router.urls,
 ]

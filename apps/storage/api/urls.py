@@ -1,8 +1,8 @@
-from django.urls import path
+from pai.api.routing import openpai_path
 
 from . import views
 
 urlpatterns = [
-    path("storages", views.StorageListView.as_view(), name="storage-list"),
-    path("storages/<str:name>", views.StorageDetailView.as_view(), name="storage-detail"),
+    *openpai_path("storages", views.StorageListView.as_view(), "storage-list"),
+    *openpai_path("storages/<str:name>", views.StorageDetailView.as_view(), "storage-detail"),
 ]

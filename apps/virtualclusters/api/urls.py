@@ -1,8 +1,8 @@
-from django.urls import path
+from pai.api.routing import openpai_path
 
 from . import views
 
 urlpatterns = [
-    path("virtual-clusters", views.VirtualClusterListView.as_view(), name="virtual-cluster-list"),
-    path("virtual-clusters/<str:name>", views.VirtualClusterDetailView.as_view(), name="virtual-cluster-detail"),
+    *openpai_path("virtual-clusters", views.VirtualClusterListView.as_view(), "virtual-cluster-list"),
+    *openpai_path("virtual-clusters/<str:name>", views.VirtualClusterDetailView.as_view(), "virtual-cluster-detail"),
 ]
