@@ -101,6 +101,7 @@ def test_the_validator_rejects_an_unknown_field(default_manifests):
         (["--set", "config.authMode=oidc"], "/config/oidc"),
         (["--set", "secrets.databaseUrl=mysql://db/pai"], "/secrets/databaseUrl"),
         (["--set", "ingress.enabled=true"], "/ingress/hosts"),
+        (["--set", "web.replicas=1"], "minAvailable must be below web.replicas"),
     ],
 )
 def test_values_schema_rejects_bad_values(helm, values_args, message):
