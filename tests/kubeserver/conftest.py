@@ -1,1 +1,1 @@
-pytest_plugins = ["tests.kubeserver.fixtures"]
+from tests.kubeserver.fixtures import kube_server  # noqa: F401  (the fixture, for this folder)

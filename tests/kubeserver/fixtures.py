@@ -1,6 +1,6 @@
-"""The `kube_server` pytest fixture. Use it from any test folder with
-`pytest_plugins = ["tests.kubeserver.fixtures"]` in that folder's conftest.py, or
-`from tests.kubeserver.fixtures import kube_server` there."""
+"""The `kube_server` pytest fixture. Use it from any test folder by importing it in that
+folder's conftest.py: `from tests.kubeserver.fixtures import kube_server`. (pytest only
+accepts `pytest_plugins` in the top-level conftest.)"""
 
 import pytest
 
