@@ -260,7 +260,9 @@ def _check_grants(group_tenant, virtual_clusters, storages):
         raise ValidationError({"extension.acls.virtualClusters": f"Not VCs of {group_tenant}: {', '.join(foreign)}."})
     foreign = sorted(s.name for s in storages if s.tenant_id != group_tenant.pk)
     if foreign:
-        raise ValidationError({"extension.acls.storageConfigs": f"Not storages of {group_tenant}: {', '.join(foreign)}."})
+        raise ValidationError(
+            {"extension.acls.storageConfigs": f"Not storages of {group_tenant}: {', '.join(foreign)}."}
+        )
 
 
 def _set_grants(group, virtual_clusters, storages):

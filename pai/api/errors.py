@@ -39,19 +39,9 @@ class ConflictError(ApiError):
     code = "ConflictError"
 
 
-
 # OpenPAI's named errors (its swagger's `Response.code` enum), with OpenPAI's statuses.
-class UnauthorizedUserError(ApiError):
-    status_code = status.HTTP_401_UNAUTHORIZED
-    code = "UnauthorizedUserError"
-
-
 class IncorrectPasswordError(ApiError):
     code = "IncorrectPasswordError"
-
-
-class InvalidParametersError(ApiError):
-    code = "InvalidParametersError"
 
 
 class NoApiError(NotFoundError):
@@ -84,6 +74,7 @@ class ConflictGroupError(ConflictError):
 
 class RemoveAdminError(ForbiddenError):
     code = "RemoveAdminError"
+
 
 # DRF's exceptions, named as OpenPAI names them.
 _CODES = {

@@ -16,7 +16,10 @@ PARAMS = ["default", "ordering", "limit", "offset", "name", "leaf", "ready", "sc
 
 NAMES = st.sampled_from(["team_a", "team_b", "default", "admingroup", "a_member", "root", "team-a", "team-a-data",
                          "nope", "", "local", "A100", "A100-NODE", "rack-1", "gpu-node-1", "production"])
-SCALARS = st.none() | st.booleans() | st.integers(-(2**63), 2**63) | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=30) | NAMES
+SCALARS = (
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63) | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=30) | NAMES
+)
 VALUES = st.recursive(
     SCALARS,
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.sampled_from(FIELDS) | st.text(max_size=8), inner,

@@ -62,7 +62,8 @@ def test_platform_admin_creates_a_user_into_a_vc(world, clients):
     assert body["grouplist"] == ["default", "team_a"]
     assert body["virtualCluster"] == ["team_a"] and body["extension"] == {"team": "vision"}
     assert Membership.objects.filter(user__username="carol", tenant=world.tenant_a).exists()
-    assert APIClient().post("/api/v2/authn/basic/login", {"username": "carol", "password": NEW_PASSWORD}).status_code == 200
+    login = APIClient().post("/api/v2/authn/basic/login", {"username": "carol", "password": NEW_PASSWORD})
+    assert login.status_code == 200
     entry = AuditEntry.objects.get(action="user.create")
     assert entry.actor == world.root and NEW_PASSWORD not in str(entry.changes)
 

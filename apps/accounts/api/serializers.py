@@ -84,7 +84,7 @@ class UserUpdateSerializer(serializers.Serializer):
     patch = serializers.BooleanField(default=False)
 
     def validate(self, attrs):
-        return _require_all_unless_patch(attrs, self.initial_data, ("email", "virtualCluster", "admin", "password", "extension"))
+        return _require_all_unless_patch(attrs, ("email", "virtualCluster", "admin", "password", "extension"))
 
 
 class MeUpdateDataSerializer(serializers.Serializer):
@@ -99,10 +99,10 @@ class MeUpdateSerializer(serializers.Serializer):
     patch = serializers.BooleanField(default=False)
 
     def validate(self, attrs):
-        return _require_all_unless_patch(attrs, self.initial_data, ("email", "newPassword"))
+        return _require_all_unless_patch(attrs, ("email", "newPassword"))
 
 
-def _require_all_unless_patch(attrs, initial, names):
+def _require_all_unless_patch(attrs, names):
     # With patch=false OpenPAI replaces the whole object, so every field must be given.
     if not attrs["patch"]:
         missing = [name for name in names if name not in attrs["data"]]
@@ -189,7 +189,8 @@ class GroupExtensionSerializer(serializers.Serializer):
         if isinstance(data, dict):
             unknown = sorted(set(data) - {"acls"})
             if unknown:
-                raise serializers.ValidationError({key: "pai keeps only 'acls' in a group's extension." for key in unknown})
+                message = "pai keeps only 'acls' in a group's extension."
+                raise serializers.ValidationError({key: message for key in unknown})
         return super().to_internal_value(data)
 
 

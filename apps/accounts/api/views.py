@@ -20,8 +20,8 @@ from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.response import Response
 
-from apps.tenants.models import Tenant
 from apps.storage.models import StorageConfig
+from apps.tenants.models import Tenant
 from apps.virtualclusters.models import VirtualCluster
 from pai.api.errors import (
     ApiError,
@@ -46,7 +46,7 @@ from ..tokens import digest_of
 from . import serializers as s
 
 ERRORS = {code: OpenApiResponse(ErrorSerializer, description=name) for code, name in (
-    (400, "Invalid input (BadRequestError, InvalidParametersError...)"),
+    (400, "Invalid input (BadRequestError, IncorrectPasswordError...); the message names the field"),
     (401, "UnauthorizedUserError"),
     (403, "ForbiddenUserError"),
     (404, "NoUserError / NoGroupError"),
@@ -412,7 +412,9 @@ class UserDetailView(ApiView):
         try:
             services.delete_user(request.user, user)
         except ProtectedError:
-            raise ConflictUserError(f"User {username} still owns jobs or other records; deactivate it instead.") from None
+            raise ConflictUserError(
+                f"User {username} still owns jobs or other records; deactivate it instead."
+            ) from None
         return Response(message("user is removed successfully"))
 
 
@@ -612,7 +614,8 @@ class GroupListView(ApiView):
         responses={201: MessageSerializer, **errors(400, 401, 403, 404)},
         examples=[OpenApiExample("New description", request_only=True,
                                  value={"data": {"groupname": "team_a", "description": "Team A"}, "patch": True}),
-                  OpenApiExample("Updated", value={"message": "update group team_a successfully."}, response_only=True)],
+                  OpenApiExample("Updated", value={"message": "update group team_a successfully."},
+                                 response_only=True)],
     )
     def put(self, request):
         actor = request.user

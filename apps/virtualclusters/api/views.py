@@ -15,7 +15,9 @@ def _visible_vcs(user):
     return (
         VirtualCluster.objects.visible_to(user)
         .select_related("cluster")
-        .prefetch_related("cells", Prefetch("pinned_cells", queryset=PinnedCell.objects.select_related("physical_cell")))
+        .prefetch_related(
+            "cells", Prefetch("pinned_cells", queryset=PinnedCell.objects.select_related("physical_cell"))
+        )
         .order_by("name")
     )
 
