@@ -194,3 +194,16 @@ def test_admin_edits_sla_rows_and_calendars(client, on_shift):
         "holidays-TOTAL_FORMS": "0", "holidays-INITIAL_FORMS": "1", "holidays-MIN_NUM_FORMS": "0", "holidays-MAX_NUM_FORMS": "1000",
     })
     assert bad.status_code == 200 and "is not an IANA time zone" in bad.content.decode()
+
+
+def test_rotation_calendar_shows_shifts_in_the_rotation_zone(client, on_shift):
+    from apps.oncall.models import Rotation, RotationMember
+
+    berlin = Rotation.objects.create(name="berlin", timezone="Europe/Berlin", handoff_weekday=0)
+    RotationMember.objects.create(rotation=berlin, user=on_shift.bob)
+    client.force_login(on_shift.alice)
+    page = client.get("/oncall/rotations/").content.decode()
+    section = page[page.index('id="rotation-%d"' % berlin.pk):]
+    section = section[: section.index("</section>")]
+    assert "From (Europe/Berlin)" in section
+    assert section.count("<td>Mon ") == 16 and section.count(" 10:00</td>") == 16  # 8 shifts, local handoffs
