@@ -7,8 +7,8 @@ mix): nodes of 8 GPUs (4 PCIe switches of 2) in racks of 4 to 16 nodes, two SKUs
 VCs holding 90 % of the nodes (two cohorts of five may borrow from each other), and a
 queue kept at 10,000 gangs of 1, 2, 4, 8, 16, 32 and 64 GPUs in the proportions of the
 Microsoft ITP traces (10 % opportunistic). Cycles run until the cluster is full; then
-one more cycle over the 10,000 waiting gangs measures how cheap it is to say no. The
-start-up figure builds a fresh engine and restores placements covering 90 % of the
+one more cycle over the 10,000 waiting gangs measures how cheap it is to say no, and a
+cycle of 200 production gangs measures preemption. The start-up figure builds a fresh engine and restores placements covering 90 % of the
 cluster's GPUs. Not a test: it prints figures.
 
 Times are CPU time of the benchmark process (``time.process_time``), so that other
@@ -18,6 +18,7 @@ work on a shared machine does not inflate them; the load average is printed with
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import random
@@ -44,6 +45,7 @@ from scheduler import (  # noqa: E402
 # jobs above 16 GPUs split by their exact sizes).
 TRACE_GPU_COUNTS = {1: 57_682, 2: 1_483, 4: 2_371, 8: 7_009, 16: 381, 32: 353, 64: 72}
 QUEUE = 10_000
+PREEMPTORS = 200
 VCS = 20
 SKUS = (SkuSpec("A100", 1, 12, 110_000), SkuSpec("V100", 1, 6, 60_000))
 SKU_SHARE = {"A100": 0.6, "V100": 0.4}
@@ -174,6 +176,13 @@ def run_size(nodes: int, seed: int) -> dict:
     no_fit = time.process_time() - start
     assert not result.placements and not result.rejected and len(result.waiting) == QUEUE
 
+    # Preemption: production gangs arrive at the full cluster and push test and
+    # opportunistic jobs out.
+    urgent = [dataclasses.replace(source.next(), priority=100) for _ in range(PREEMPTORS)]
+    start = time.process_time()
+    result = engine.schedule(urgent, now + 20.0)
+    preempt_time = time.process_time() - start
+
     allocations = sorted(engine.allocations(), key=lambda a: a.job_id)
     subset, covered = [], 0
     for alloc in allocations:
@@ -203,6 +212,9 @@ def run_size(nodes: int, seed: int) -> dict:
         "placed_p99_ms": percentile([t for t, ok in samples if ok], 0.99) * 1000,
         "utilisation": used / gpus,
         "no_fit_s": no_fit,
+        "preempt_ms": preempt_time / PREEMPTORS * 1000,
+        "preempt_placed": len(result.placements),
+        "victims": len(result.preemptions),
         "startup_s": startup,
         "restored": report.restored,
         "restored_gpus": covered,
@@ -234,7 +246,9 @@ def main() -> None:
         print(
             f"{r['nodes']:>5} nodes: {r['placed']:>6} gangs placed in {r['cycles']} cycles "
             f"({r['rejected']} refused as larger than their VC could ever hold), "
-            f"{r['utilisation']:.1%} of {r['gpus']} GPUs used",
+            f"{r['utilisation']:.1%} of {r['gpus']} GPUs used; then {r['preempt_placed']} of "
+            f"{PREEMPTORS} prod gangs placed by preempting {r['victims']} jobs, "
+            f"{r['preempt_ms']:.1f} ms per gang",
             flush=True,
         )
     print(f"load average after: {', '.join(f'{x:.1f}' for x in os.getloadavg())}; "

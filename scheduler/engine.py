@@ -358,7 +358,10 @@ class Engine:
             held = sum(v for p, v in vc.own_used_by_priority.get(sku, {}).items() if p >= gang.priority)
             room = vc.quota_leaves(chain) - held
             if lenders is not None:
-                room += self.requests.borrowable[vc.name][sku]
+                lendable = self._lendable_now(lenders, chain)
+                if vc.spec.borrowing_limit is not None:
+                    lendable = min(lendable, max(0, vc.spec.borrowing_limit - vc.total_borrowed()))
+                room += lendable
             # Even with every preemptible job gone the VC could not hold the gang.
             if need > room:
                 return None
@@ -403,6 +406,18 @@ class Engine:
         self.ledger.register(job)
         self.topology.commit()
         return _Admission(job, tuple(Preemption(v.job_id, v.job_id in lazy, gang.job_id) for v in victims))
+
+    @staticmethod
+    def _lendable_now(lenders: list[VcState], chain: Chain) -> int:
+        """Unused leaf cells the lenders could lend right now, within their limits."""
+        sku = chain.sku.name
+        idle = 0
+        for lender in lenders:
+            room = sum(lender.unbound(sku, tid) * chain.leaves[tid] for tid in lender.quota_types(sku))
+            if lender.spec.lending_limit is not None:
+                room = min(room, max(0, lender.spec.lending_limit - lender.total_lent()))
+            idle += room
+        return idle
 
     # --- starvation ------------------------------------------------------------------
 
@@ -540,13 +555,7 @@ class Engine:
             borrowed = vc.total_borrowed()
             if limit is not None:
                 text += f"; it borrows {borrowed} of at most {limit} leaf cells"
-            idle = 0
-            for lender in lenders:
-                room = sum(lender.unbound(sku, tid) * chain.leaves[tid] for tid in lender.quota_types(sku))
-                if lender.spec.lending_limit is not None:
-                    room = min(room, max(0, lender.spec.lending_limit - lender.total_lent()))
-                idle += room
-            text += f"; cohort {vc.spec.cohort!r} has {idle} unused {sku} it could lend"
+            text += f"; cohort {vc.spec.cohort!r} has {self._lendable_now(lenders, chain)} unused {sku} it could lend"
         return text
 
     def _explain_opportunistic(

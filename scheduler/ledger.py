@@ -80,12 +80,18 @@ class Ledger:
         self.limited: dict[str, RunningJob] = {}  # jobs with a maximum runtime
         self.graced: dict[str, RunningJob] = {}  # jobs with a minimum runtime
         # Bumped whenever capacity may have grown (a release, an unbind, a node turning
-        # healthy): a gang that failed since the last bump cannot fit now either.
+        # healthy): a gang that failed since the last bump cannot fit now either. A trial
+        # that is rolled back restores it, as it leaves capacity exactly as it was.
         self.generation = 0
 
     @property
     def undo(self) -> list:
         return self.topology.undo
+
+    def _grow(self) -> None:
+        previous = self.generation
+        self.generation += 1
+        self.undo.append(lambda: setattr(self, "generation", previous))
 
     # --- bindings -------------------------------------------------------------
 
@@ -100,7 +106,7 @@ class Ledger:
         self.topology.unbind(binding.cell)
         self._attach(binding, -1)
         self.undo.append(lambda: self._attach(binding, 1))
-        self.generation += 1
+        self._grow()
 
     def _attach(self, binding: Binding, sign: int) -> None:
         cell = binding.cell
@@ -170,7 +176,7 @@ class Ledger:
             self._count(job, pod, -1)
             self.undo.append(lambda pod=pod: self._count(job, pod, 1))
             self._drop_if_unused(pod.binding)
-        self.generation += 1
+        self._grow()
 
     def _drop_if_unused(self, binding: Binding | None) -> None:
         if binding is not None and binding.usage == 0 and not binding.pinned:
@@ -193,4 +199,4 @@ class Ledger:
         self.undo.append(lambda: (setattr(job, "opportunistic", False), setattr(job, "lazy_preempted", False)))
         self._index(job, True)
         self.undo.append(lambda: self._index(job, False))
-        self.generation += 1
+        self._grow()

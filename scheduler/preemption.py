@@ -19,7 +19,7 @@ from .ledger import Ledger, RunningJob
 # Dropping unneeded victims, or looking for a single victim that would do, costs one
 # placement trial per candidate; these bound the trials.
 MINIMISE_UP_TO = 32
-SINGLE_VICTIM_TRIALS = 64
+SINGLE_VICTIM_TRIALS = 16
 
 
 def _covering_binding_user(job: RunningJob) -> list[str | None]:
@@ -70,9 +70,16 @@ def choose_victims(
 
     ``fits(victims)`` must try the placement with those victims gone and leave the state
     as it found it."""
-    if not ordered or not fits(ordered):
+    if not ordered:
         return None
-    lo, hi = 1, len(ordered)
+    # Gallop, then bisect: the prefix needed is usually short, and each trial costs the
+    # removal of its victims, so trying everything first would be the dearest start.
+    failed, size = 0, 1
+    while not fits(ordered[:size]):
+        if size == len(ordered):
+            return None
+        failed, size = size, min(2 * size, len(ordered))
+    lo, hi = failed + 1, size
     while lo < hi:
         mid = (lo + hi) // 2
         if fits(ordered[:mid]):
