@@ -1,7 +1,6 @@
 """Business actions on jobs: submit, stop, tag. Each is atomic and writes an audit row."""
 
 from django.db import IntegrityError, transaction
-from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from apps.audit.services import record
@@ -39,29 +38,24 @@ def _virtual_cluster_for(user, name):
                 f"defaults.virtualCluster: not given, and user {user.get_username()} has no virtual cluster."
             )
         return vc
-    # Another tenant's VC answers as unknown: its existence does not leak.
-    vc = (
-        VirtualCluster.objects.visible_to(user)
-        .select_related("cluster", "tenant")
-        .filter(name=name)
-        .annotate(usable=Exists(VirtualCluster.objects.usable_by(user).filter(pk=OuterRef("pk"))))
-        .first()
-    )
-    if vc is None:
-        raise NoVirtualClusterError(f"defaults.virtualCluster: virtual cluster {name} is not found.")
-    if not vc.usable:
+    vc = VirtualCluster.objects.usable_by(user).select_related("cluster", "tenant").filter(name=name).first()
+    if vc is not None:
+        return vc
+    # A VC the user sees but may not use is forbidden; another tenant's VC answers as
+    # unknown, so that its existence does not leak.
+    if VirtualCluster.objects.visible_to(user).filter(name=name).exists():
         raise ForbiddenUserError(
             f"defaults.virtualCluster: user {user.get_username()} is not allowed to submit to virtual cluster {name}."
         )
-    return vc
+    raise NoVirtualClusterError(f"defaults.virtualCluster: virtual cluster {name} is not found.")
 
 
 def _storages_for(user, asked):
     """[{name, mountPath}] the job mounts: the ones asked for, else the user's default storages."""
-    grants = StorageGrant.objects.filter(group__user=user).select_related("storage")
+    grants = StorageGrant.objects.filter(group__user=user)
     if not asked:
-        defaults = {g.storage.name: g.storage for g in grants.filter(is_default=True)}
-        return [{"name": name, "mountPath": storage.mount_path} for name, storage in sorted(defaults.items())]
+        defaults = dict(grants.filter(is_default=True).values_list("storage__name", "storage__mount_path"))
+        return [{"name": name, "mountPath": mount_path} for name, mount_path in sorted(defaults.items())]
     granted = set(grants.filter(storage__name__in=[s["name"] for s in asked]).values_list("storage__name", flat=True))
     errors = [
         f"extras.storages[{i}].name: no storage named '{s['name']}' is granted to you"

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from ..choices import DEFAULT_PRIORITY_CLASS, PRIORITY_OF_CLASS
 from .errors import ProtocolError
 from .references import check_references, prerequisites_by_type
 from .resources import Sku, TaskRolePlan, leaf_cells_for, plan_leaf_cells
@@ -23,8 +24,7 @@ __all__ = [
 ]
 
 MASK = "******"
-PRIORITY_CLASSES = {"prod": 100, "test": 10, "oppo": -1}
-DEFAULT_PRIORITY_CLASS = "test"
+PRIORITY_CLASSES = {str(name): priority for name, priority in PRIORITY_OF_CLASS.items()}
 
 _KNOWN_EXTRAS = {"gangAllocation", "submitFrom", "hivedScheduler", "storages",
                  "com.microsoft.pai.runtimeplugin", "jobStatusChangeNotification"}
@@ -64,7 +64,7 @@ def parse_job(body):
     spec = mask(document)
     extras = document.get("extras") or {}
     hived = extras.get("hivedScheduler") or {}
-    priority_class = hived.get("jobPriorityClass", DEFAULT_PRIORITY_CLASS)
+    priority_class = hived.get("jobPriorityClass", str(DEFAULT_PRIORITY_CLASS))
     return ParsedJob(
         name=document["name"],
         spec=spec,
