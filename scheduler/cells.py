@@ -42,7 +42,7 @@ class Binding:
 
 class Cell:
     __slots__ = (
-        "id", "chain", "tid", "level", "cell_type", "address", "parent", "children", "ancestors",
+        "id", "chain", "tid", "level", "cell_type", "address", "parent", "children",
         "up", "node", "nodes", "first", "leaves", "pinned_id", "has_pinned", "free",
         "free_children", "free_below", "idle", "binding",
     )
@@ -55,11 +55,12 @@ class Cell:
         self.cell_type = chain.names[tid]
         self.address = address
         self.parent = parent
-        self.children: list[Cell] = []
-        self.ancestors: tuple[Cell, ...] = () if parent is None else (parent,) + parent.ancestors
-        self.up: tuple[Cell, ...] = (self,) + self.ancestors
+        # Leaf cells are most of the tree: they share empty containers, to keep memory
+        # and the garbage collector's work small.
+        self.children: list[Cell] | tuple[()] = [] if self.level > 1 else ()
+        self.up: tuple[Cell, ...] = (self,) if parent is None else (self,) + parent.up  # self, then ancestors
         self.node: Node | None = None  # for cells at or below the node level
-        self.nodes: list[Node] = []  # nodes in the subtree, in index order
+        self.nodes: list[Node] | tuple[()] = [] if self.level >= chain.node_level else ()  # in index order
         self.first = 0  # first device index, for cells at or below the node level
         self.leaves = chain.leaves[tid]
         self.pinned_id: str | None = None
@@ -88,7 +89,7 @@ class Node:
         self.size = cell.leaves
         self.leaf_cells: list[Cell] = []
         self.jobs: list[str | None] = [None] * self.size
-        self.opp: list[bool] = [False] * self.size
+        self.opp = bytearray(self.size)  # 1 where the device runs an opportunistic pod
         self.healthy = True
         self.free = self.size
         self.g_used = 0

@@ -62,7 +62,7 @@ def _is_region(cell: Cell, room: int) -> bool:
 
 def _region_short(node_cell: Cell, room: int) -> bool:
     """Whether the region around a node has fewer than ``room`` idle leaves."""
-    for a in node_cell.ancestors:
+    for a in node_cell.up[1:]:
         if _is_region(a, room):
             return a.idle < room
     return False

@@ -14,7 +14,7 @@ def node_status(topology: Topology, node: str) -> NodeStatus:
     except KeyError:
         raise ValueError(f"unknown node {node!r}") from None
     used = tuple(
-        DeviceUse(i, job, target.opp[i]) for i, job in enumerate(target.jobs) if job is not None
+        DeviceUse(i, job, bool(target.opp[i])) for i, job in enumerate(target.jobs) if job is not None
     )
     return NodeStatus(target.name, target.chain.sku.name, target.healthy, target.size, used)
 

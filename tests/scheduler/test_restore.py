@@ -84,3 +84,18 @@ def test_restore_drops_placements_on_nodes_that_are_gone():
     assert [i.job_id for i in report.dropped] == gone
     assert all("no longer exists" in i.reason for i in report.dropped)
     assert {a.job_id for a in fresh.allocations()} == set(where) - set(gone)
+
+
+def test_building_and_restoring_leave_the_garbage_collector_as_they_found_it():
+    import gc
+
+    assert gc.isenabled()
+    engine = busy_engine(VCS)
+    engine.restore(engine.allocations())
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        busy_engine(VCS).restore(())
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
