@@ -1314,6 +1314,24 @@ class KubeServer:
             updated.setdefault("status", {})["conditions"] = conditions + [condition]
             self._commit(RESOURCES["nodes"], ("", name), updated, "MODIFIED", old=old)
 
+    def update_node(self, name, *, labels=None, capacity=None, allocatable=None):
+        """Merge into a node's labels (a None value removes one), capacity and allocatable
+        (e.g. a GPU failing: allocatable nvidia.com/gpu drops below capacity)."""
+        with self._cond:
+            old = self._get(RESOURCES["nodes"], None, name)
+            updated = clone(old)
+            meta_labels = updated["metadata"].setdefault("labels", {})
+            for key, value in (labels or {}).items():
+                if value is None:
+                    meta_labels.pop(key, None)
+                else:
+                    meta_labels[key] = value
+            status = updated.setdefault("status", {})
+            for field_name, values in (("capacity", capacity), ("allocatable", allocatable)):
+                for key, value in (values or {}).items():
+                    status.setdefault(field_name, {})[key] = str(value)
+            return self._commit(RESOURCES["nodes"], ("", name), updated, "MODIFIED", old=old)["metadata"]["resourceVersion"]
+
     def set_node_unschedulable(self, name, unschedulable=True):
         with self._cond:
             old = self._get(RESOURCES["nodes"], None, name)

@@ -814,8 +814,12 @@ def test_node_hooks_capacity_labels_ready_and_unschedulable(kube_server, core):
     assert [(c.type, c.status, c.reason) for c in n1.status.conditions] == [("Ready", "Unknown", "NodeStatusUnknown")]
     assert n1.spec.unschedulable is True
     assert [n.metadata.name for n in core.list_node(field_selector="spec.unschedulable=true").items] == ["n1"]
+    kube_server.update_node("bulk-1", labels={"pai.sku": "A100", "kubernetes.io/os": None}, allocatable={"nvidia.com/gpu": 7})
+    bulk = core.read_node("bulk-1")
+    assert bulk.metadata.labels.get("pai.sku") == "A100" and "kubernetes.io/os" not in bulk.metadata.labels
+    assert (bulk.status.allocatable["nvidia.com/gpu"], bulk.status.capacity["nvidia.com/gpu"]) == ("7", "8")
     kube_server.delete_node("bulk-0")
-    assert len(core.list_node(label_selector="kubernetes.io/os=linux").items) == 3
+    assert len(core.list_node(label_selector="kubernetes.io/os=linux").items) == 2
 
 
 # --------------------------------------------------------------------------- other kinds
