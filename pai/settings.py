@@ -198,6 +198,8 @@ if PAI_BACKEND not in {"local", "kubernetes"}:
     raise ImproperlyConfigured("PAI_BACKEND must be 'local' or 'kubernetes'")
 PAI_USER_MANUAL_URL = env("PAI_USER_MANUAL_URL", "https://openpai.readthedocs.io/en/latest/manual/cluster-user/")
 PAI_PUBLIC_URL = env("PAI_PUBLIC_URL", "http://127.0.0.1:8000")
+# How long the scheduler lease lasts without renewal: a dead leader is replaced after it.
+PAI_SCHEDULER_LEASE_SECONDS = float(env("PAI_SCHEDULER_LEASE_SECONDS", "15"))
 PAI_ALERTMANAGER_TOKEN = env("PAI_ALERTMANAGER_TOKEN", "")  # bearer secret of the Alertmanager webhook; empty disables it
 
 # --- REST API -------------------------------------------------------------------------

@@ -37,6 +37,9 @@ class World:
         from tests import factories as f
 
         self.password = f.PASSWORD
+        # A transactional test before this one may have flushed the migration's rows.
+        for name in ("default", "admingroup"):
+            Group.objects.get_or_create(name=name, defaults={"is_builtin": True})
         self.cluster = f.ClusterFactory(name="local")
         c = self.cluster
         self.a100 = f.CellTypeFactory(cluster=c, name="A100", gpu=1, cpu=8, memory_mb=65536)

@@ -5,11 +5,12 @@ from django.db import transaction
 from .retention import delete_expired_jobs
 from .worker.loop import run_scheduler
 
-# The scheduler loop runs a little under a minute per task, and a schedule starts it
-# every minute, so a qcluster always has one running; processes that do not hold the
-# lease stand by inside it and take over within the lease's lifetime. Keep it under
-# Q_CLUSTER's timeout.
+# The scheduler loop runs as a chain of tasks, each a little under a minute (below
+# Q_CLUSTER's timeout): a leader that is done starts its successor before it gives the
+# lease up. A schedule starts one every minute as a safety net; it stands by for a few
+# seconds and returns when another process leads, so idle standbys never pile up.
 SCHEDULER_LOOP_SECONDS = 55
+STANDBY_SECONDS = 10
 
 SCHEDULES = {
     "jobs.scheduler_loop": ("apps.jobs.tasks.scheduler_loop", 1),
@@ -18,7 +19,13 @@ SCHEDULES = {
 
 
 def scheduler_loop():
-    run_scheduler(duration=SCHEDULER_LOOP_SECONDS)
+    run_scheduler(duration=SCHEDULER_LOOP_SECONDS, standby=STANDBY_SECONDS, handover=_start_successor)
+
+
+def _start_successor():
+    from django_q.tasks import async_task
+
+    async_task("apps.jobs.tasks.scheduler_loop", task_name="jobs.scheduler_loop.successor")
 
 
 def retention():

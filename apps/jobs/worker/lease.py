@@ -12,6 +12,7 @@ import socket
 import uuid
 from datetime import timedelta
 
+from django.conf import settings
 from django.db import IntegrityError, transaction
 from django.db.models import Case, F, Q, Value, When
 from django.utils import timezone
@@ -19,15 +20,19 @@ from django.utils import timezone
 from ..models import WorkerLease
 
 SCHEDULER_LEASE = "scheduler"
-DEFAULT_TTL = timedelta(seconds=15)
+
+
+def default_ttl():
+    return timedelta(seconds=settings.PAI_SCHEDULER_LEASE_SECONDS)
 
 
 def new_holder_id():
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
-def acquire(holder, name=SCHEDULER_LEASE, ttl=DEFAULT_TTL):
+def acquire(holder, name=SCHEDULER_LEASE, ttl=None):
     """Take or renew the lease. True when `holder` holds it for `ttl` from now."""
+    ttl = ttl or default_ttl()
     now = timezone.now()
     taken = WorkerLease.objects.filter(Q(holder=holder) | Q(expires_at__lt=now), name=name).update(
         acquired_at=Case(When(holder=holder, then=F("acquired_at")), default=Value(now)),
