@@ -1,5 +1,7 @@
 """Preemption scenarios: whole-gang victims, priorities, lazy preemption, grace."""
 
+from dataclasses import replace
+
 from scheduler import Engine, Preemption
 
 from .helpers import a100_cluster, gang, mixed_cluster, nodes_of, placed, rack, status, vc, waiting
@@ -120,10 +122,9 @@ def test_lazy_demotion_reverts_when_the_preemptor_cannot_be_placed():
     engine.schedule([gang("lazy", "team", (1, 8), priority=1, lazy_preemption=True)], now=0)
     engine.schedule([gang("v100", "team", (1, 16), sku="V100", priority=500)], now=0)
     before = engine.allocations()
-    preemptor = gang("prod", "team", (1, 8), priority=100)
     # Its V100 part cannot fit: the VC's only V100 node runs a higher-priority job.
-    preemptor = preemptor.__class__(**{**preemptor.__dict__, "pods": preemptor.pods + gang(
-        "x", "team", (1, 4, "v"), sku="V100").pods})
+    v100_part = gang("x", "team", (1, 4, "v"), sku="V100").pods
+    preemptor = replace(gang("prod", "team", (1, 8), priority=100), pods=gang("x", "team", (1, 8)).pods + v100_part)
 
     result = engine.schedule([preemptor], now=10)
 

@@ -1,5 +1,8 @@
 """Restart and reconfiguration: the engine rebuilds its state from persisted placements."""
 
+import gc
+from dataclasses import replace
+
 from scheduler import Engine, RestoreIssue
 
 from .helpers import a100_cluster, gang, rack, status, vc
@@ -56,7 +59,7 @@ def test_restore_after_quota_cut_demotes_what_no_longer_fits():
     assert allocs["a-test"].opportunistic and not allocs["a-prod"].opportunistic
     # Demoted jobs keep their devices.
     assert allocs["a-test"].pods == tuple(
-        p.__class__(**{**p.__dict__, "vc_cell": None, "lent_by": None})
+        replace(p, vc_cell=None, lent_by=None)
         for p in next(a for a in engine.allocations() if a.job_id == "a-test").pods
     )
     assert status(fresh, "a") == {"A100-NODE": (1, 1, 0, 0, 0, 0)}
@@ -87,8 +90,6 @@ def test_restore_drops_placements_on_nodes_that_are_gone():
 
 
 def test_building_and_restoring_leave_the_garbage_collector_as_they_found_it():
-    import gc
-
     assert gc.isenabled()
     engine = busy_engine(VCS)
     engine.restore(engine.allocations())
