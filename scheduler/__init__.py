@@ -1,7 +1,19 @@
 """The pai scheduling engine: HiveD-style cells, guarantees and gang placement.
 
 Pure Python with no Django import; the control plane feeds it the cluster, the VCs, the
-persisted placements and the queue, and applies the decisions it returns.
+persisted placements and the queue, and applies the decisions it returns::
+
+    engine = Engine(cluster_spec, vc_specs)          # raises ConfigurationError
+    engine.restore(persisted_allocations)            # after a start or a config change
+    engine.set_node_health("a100-07", False)         # as nodes change
+    engine.check_request(gang)                       # at submission: InvalidRequestError
+    result = engine.schedule(waiting_gangs, now)     # every cycle
+    # delete result.preemptions' killed victims' pods, then create result.placements'
+    # pods, store each Allocation (all of PodPlacement), show result.waiting's reasons
+    engine.release(job_id)                           # when a job ends or is deleted
+
+``engine.allocations()`` is exactly what to persist; ``restore`` of it rebuilds the
+same state and so the same later decisions.
 """
 
 from .decisions import (

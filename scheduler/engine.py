@@ -85,7 +85,6 @@ class Engine:
         *,
         starvation_threshold: float = DEFAULT_STARVATION_THRESHOLD,
     ) -> None:
-        self.cluster = cluster
         with collector_paused():
             self.topology = Topology(cluster)
             self.vcs: dict[str, VcState] = resolve_quotas(self.topology, vcs)

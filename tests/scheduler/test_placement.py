@@ -18,6 +18,10 @@ def test_small_jobs_pack_onto_one_node_and_lowest_common_switch():
     assert placed(result, "j2") == {("r0", 0): ("n1", (2, 3))}
     assert placed(result, "j3") == {("r0", 0): ("n1", (1,))}
     assert status(engine, "team") == {"A100-NODE": (2, 1, 1, 0, 0, 0)}
+    j2 = next(a for a in result.placements if a.job_id == "j2").pods[0]
+    # What the database stores: the path down to the smallest cell holding the devices,
+    # and the physical cell the VC's virtual node cell is bound to.
+    assert (j2.cell_chain, j2.vc_cell, j2.lent_by) == (("r1", "n1", "n1/2-3"), "n1", None)
 
 
 def test_multi_pod_gang_shares_a_node_when_it_fits_on_one():
