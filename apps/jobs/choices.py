@@ -2,6 +2,8 @@
 
 from django.db import models
 
+from scheduler import PRIORITY_CLASSES
+
 
 class JobState(models.TextChoices):
     WAITING = "WAITING"
@@ -41,8 +43,8 @@ class PriorityClass(models.TextChoices):
     OPPO = "oppo"
 
 
-# HiveD's job priorities for OpenPAI's priority classes; `test` is the default.
-PRIORITY_OF_CLASS = {PriorityClass.PROD: 100, PriorityClass.TEST: 10, PriorityClass.OPPO: -1}
+# HiveD's job priorities for OpenPAI's priority classes (the engine's table); `test` is the default.
+PRIORITY_OF_CLASS = {PriorityClass(name): priority for name, priority in PRIORITY_CLASSES.items()}
 DEFAULT_PRIORITY_CLASS = PriorityClass.TEST
 
 

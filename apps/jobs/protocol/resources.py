@@ -1,28 +1,15 @@
-"""How many leaf cells (devices of a SKU) a task asks for, and whether a VC can hold the job.
+"""Whether a VC can hold a job, in leaf cells (devices of a SKU).
 
-Kept free of Django so the scheduler engine can share `leaf_cells_for`.
+The request rule itself (`leaf_cells_for`) is the scheduler engine's, so that admission
+here and placement there count a task the same way.
 """
 
-import math
 from dataclasses import dataclass
 
+from scheduler import SkuSpec as Sku
+from scheduler import leaf_cells_for
+
 from .errors import ProtocolError, at
-
-
-@dataclass(frozen=True)
-class Sku:
-    name: str
-    gpu: int
-    cpu: float
-    memory_mb: int
-
-
-def leaf_cells_for(sku, gpu, cpu, memory_mb):
-    """Leaf cells of `sku` one instance needs: enough devices for each of its resources."""
-    needs = [cpu / sku.cpu if sku.cpu else 0, memory_mb / sku.memory_mb if sku.memory_mb else 0]
-    if sku.gpu:
-        needs.append(gpu / sku.gpu)
-    return max(1, math.ceil(max(needs)))
 
 
 @dataclass(frozen=True)
@@ -73,7 +60,11 @@ def plan_leaf_cells(document, vc_name, skus, guaranteed, gang):
                                                       f"(it has {offer})"))
                 continue
             sku = min(kind, key=lambda s: (-held[s.name], s.name))
-        per_instance = settings.get("skuNumber") or leaf_cells_for(sku, gpu, cpu, memory)
+        try:
+            per_instance = settings.get("skuNumber") or leaf_cells_for(sku, gpu, cpu, memory)
+        except ValueError as exc:
+            errors.append(at(["taskRoles", role, "resourcePerInstance"], str(exc)))
+            continue
         if per_instance > held[sku.name]:
             errors.append(at(["taskRoles", role], f"one instance needs {per_instance} {sku.name} leaf cells, "
                                                   f"more than virtual cluster '{vc_name}' holds "
