@@ -3,6 +3,11 @@ and recoveries on a small cluster of three chains."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -212,3 +217,44 @@ def test_same_events_give_the_same_decisions(events):
         pass
     assert first[2] == second[2]
     assert first[0].allocations() == second[0].allocations()
+
+
+REPLAY = """
+import random, sys
+sys.path.insert(0, {root!r})
+from tests.scheduler.test_properties import run
+rng = random.Random(7)
+events = []
+for n in range(60):
+    kind = rng.random()
+    if kind < 0.55:
+        name = rng.choice(["a", "b", "c"])
+        sku = rng.choice({{"a": ["A100"], "b": ["A100"], "c": ["V100", "CPU"]}}[name])
+        roles = ((rng.randint(1, 3), rng.choice([1, 2, 4, 8])),)
+        events.append(("submit", name, sku, roles, rng.choice([-1, 1, 10, 100]), rng.random() < 0.5,
+                       rng.choice([0.0, 50.0]), rng.choice([None, 30.0]), rng.choice(["u1", "u2"]), None))
+    elif kind < 0.8:
+        events.append(("cycle",))
+    elif kind < 0.9:
+        events.append(("release", rng.randrange(50)))
+    else:
+        events.append(("health", rng.choice(["a1", "a2", "a3", "a4", "v1", "c1"]), rng.random() < 0.6))
+for engine, _, results in run(events):
+    pass
+print(repr(results))
+print(repr(engine.allocations()))
+"""
+
+
+def test_decisions_do_not_depend_on_hash_order():
+    """Same events in processes with different string hashing give the same output."""
+    root = str(Path(__file__).resolve().parents[2])
+    outputs = set()
+    for seed in ("1", "2", "3"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        done = subprocess.run(
+            [sys.executable, "-c", REPLAY.format(root=root)], env=env, capture_output=True, text=True, check=True
+        )
+        outputs.add(done.stdout)
+    assert len(outputs) == 1
+    assert "Allocation(" in outputs.pop()
