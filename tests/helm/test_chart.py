@@ -234,11 +234,14 @@ def test_config_map_holds_the_production_settings(default_manifests, production_
     assert data["PAI_ENV"] == "production" and data["PAI_BACKEND"] == "kubernetes"
     assert data["PAI_AUTH_MODE"] == "basic" and data["ALLOWED_HOSTS"] == "localhost"
     assert not {"SECRET_KEY", "DATABASE_URL", "REDIS_URL", "OIDC_RP_CLIENT_SECRET"} & set(data)
+    assert "" not in data.values(), "unset values are left out so that pai's defaults apply"
     production = one(production_manifests, "ConfigMap", "pai")["data"]
     assert production["PAI_AUTH_MODE"] == "oidc"
     assert production["ALLOWED_HOSTS"] == "localhost,pai.example.org"
     assert production["OIDC_OP_TOKEN_ENDPOINT"].startswith("https://sso.example.org/")
     assert production["PAI_USER_MANUAL_URL"] == "https://docs.example.org/pai/"
+    assert (production["EMAIL_HOST"], production["EMAIL_PORT"], production["EMAIL_USE_TLS"]) == ("smtp.example.org", "587", "true")
+    assert production["PAI_PUBLIC_URL"] == "https://pai.example.org"
 
 
 def test_secret_comes_from_values_or_an_existing_secret(helm, default_manifests, production_manifests):

@@ -61,17 +61,24 @@ PAI_ENV: production
 PAI_BACKEND: kubernetes
 PAI_AUTH_MODE: {{ .Values.config.authMode | quote }}
 ALLOWED_HOSTS: {{ include "pai.allowedHosts" . | quote }}
-CSRF_TRUSTED_ORIGINS: {{ join "," .Values.config.csrfTrustedOrigins | quote }}
-PAI_PUBLIC_URL: {{ .Values.config.publicUrl | quote }}
 LOG_LEVEL: {{ .Values.config.logLevel | quote }}
 TIME_ZONE: {{ .Values.config.timeZone | quote }}
 SECURE_SSL_REDIRECT: {{ .Values.config.secureSslRedirect | quote }}
 PAI_DATA_DIR: /tmp/pai
 Q_WORKERS: {{ .Values.worker.processes | quote }}
-EMAIL_HOST: {{ .Values.config.email.host | quote }}
-EMAIL_PORT: {{ .Values.config.email.port | quote }}
-EMAIL_USE_TLS: {{ .Values.config.email.useTls | quote }}
 DEFAULT_FROM_EMAIL: {{ .Values.config.email.from | quote }}
+{{- /* Unset values stay out, so pai's own defaults apply rather than empty strings. */}}
+{{- with .Values.config.csrfTrustedOrigins }}
+CSRF_TRUSTED_ORIGINS: {{ join "," . | quote }}
+{{- end }}
+{{- with .Values.config.publicUrl }}
+PAI_PUBLIC_URL: {{ . | quote }}
+{{- end }}
+{{- with .Values.config.email.host }}
+EMAIL_HOST: {{ . | quote }}
+EMAIL_PORT: {{ $.Values.config.email.port | quote }}
+EMAIL_USE_TLS: {{ $.Values.config.email.useTls | quote }}
+{{- end }}
 {{- if eq .Values.config.authMode "oidc" }}
 OIDC_RP_CLIENT_ID: {{ .Values.config.oidc.clientId | quote }}
 OIDC_RP_SIGN_ALGO: {{ .Values.config.oidc.signAlgo | quote }}
