@@ -135,7 +135,14 @@ def submit_job(user, body):
         if Job.objects.filter(owner=user, name=parsed.name).exists():
             raise ConflictJobError(f"name: job {parsed.name} already exists for user {user.get_username()}.") from None
         raise
+    transaction.on_commit(_kick_scheduler)
     return job, parsed.warnings
+
+
+def _kick_scheduler():
+    from .tasks import kick
+
+    kick()
 
 
 def _image_of(spec, prerequisite_name):
@@ -176,6 +183,7 @@ def set_execution_type(user, job, value):
             exit_code=STOP_REQUESTED_EXIT_CODE,
         )
     job.save()
+    transaction.on_commit(_kick_scheduler)
     record(user, "job.stop", job, changes={
         "before": before, "after": {"state": job.state, "subState": job.sub_state, "executionType": job.execution_type},
     })

@@ -42,3 +42,14 @@ def ensure_schedules():
                 name=name,
                 defaults={"func": func, "schedule_type": Schedule.MINUTES, "minutes": minutes, "repeats": -1},
             )
+
+
+def kick():
+    """Start a scheduler loop now unless one leads already: after a submit or a stop, so that
+    the job need not wait for the next scheduled loop."""
+    from django_q.tasks import async_task
+
+    from .worker.lease import current_holder
+
+    if current_holder() is None:
+        async_task("apps.jobs.tasks.scheduler_loop", task_name="jobs.scheduler_loop.kick")
