@@ -550,7 +550,10 @@ class Engine:
         text = f"VC {vc.name!r} has {free} of {quota} {sku} free; the job needs {describe_pods(chain_needs, chain)}"
         held = sum(v for p, v in vc.own_used_by_priority.get(sku, {}).items() if p >= gang.priority)
         if free >= need:
-            text += f"; the free {sku} are not in cells that can hold the pods"
+            text += (
+                f"; they are split: at most {self._largest_usable_block(vc, chain)} idle {sku} "
+                "on one healthy node in cells the VC can use"
+            )
         elif held:
             text += f"; {held} {sku} are used by its jobs of equal or higher priority"
         if lent:
@@ -574,6 +577,21 @@ class Engine:
                 text += f"; it borrows {borrowed} of at most {limit} leaf cells"
             text += f"; cohort {vc.spec.cohort!r} has {self._lendable_now(lenders, chain)} unused {sku} it could lend"
         return text
+
+    def _largest_usable_block(self, vc: VcState, chain: Chain) -> int:
+        """The most idle devices on one healthy node that the VC's cells (bound, or
+        free cells it could still bind) offer."""
+        best = 0
+        for binding in vc.bindings.get(chain.sku.name, {}).values():
+            if binding.pinned:
+                continue
+            cell = binding.cell
+            for node in (cell.node,) if cell.node is not None else cell.nodes:
+                if node.healthy:
+                    best = max(best, cell.idle if cell.node is not None else node.free)
+        if any(vc.unbound(chain.sku.name, tid) > 0 for tid in vc.quota_types(chain.sku.name)):
+            best = max(best, self.placer.largest_free_cell_block(chain))
+        return best
 
     def _explain_opportunistic(
         self, gang: GangRequest, needs: list[PodNeed], shortage: Shortage, blocked: Blocked,

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from .cells import Binding, Cell, Chain, Node, Topology
+from .cells import OPP_IDLE_POOL, OPP_WITH_OPP, Binding, Cell, Chain, Node, Topology
 from .ledger import Ledger, RunningJob, RunningPod
 from .quota import VcState
 
@@ -327,6 +327,14 @@ class Placer:
                     if _unblocked_idle(node, node.cell, blocked) >= k:
                         return node
         return None
+
+    @staticmethod
+    def largest_free_cell_block(chain: Chain) -> int:
+        """The most idle devices on one healthy node no VC has bound any part of."""
+        for free in range(chain.node_size, 0, -1):
+            if chain.buckets[OPP_WITH_OPP][free] or chain.buckets[OPP_IDLE_POOL][free]:
+                return free
+        return 0
 
     def largest_idle_block(self, chain: Chain) -> int:
         for free in range(chain.node_size, 0, -1):

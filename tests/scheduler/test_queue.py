@@ -97,3 +97,15 @@ def test_vc_over_its_gpu_hour_budget_runs_only_opportunistic_jobs():
     assert waiting(result)["g"] == (
         "VC 'team' has used up its GPU-hour budget for this period; only opportunistic jobs of the VC may start"
     )
+
+
+def test_wait_reason_says_when_free_quota_is_split_across_nodes():
+    engine = Engine(a100_cluster(rack("r1", "n1", "n2")), [vc("team", ("A100-NODE", 2))])
+    engine.schedule([gang("a", "team", (1, 6)), gang("b", "team", (1, 6), at=1)], now=0)
+
+    result = engine.schedule([gang("c", "team", (1, 4))], now=1)
+
+    assert waiting(result)["c"] == (
+        "VC 'team' has 4 of 16 A100 free; the job needs 1 × 4 A100 on one node; "
+        "they are split: at most 2 idle A100 on one healthy node in cells the VC can use"
+    )
