@@ -144,3 +144,24 @@ def test_minimum_runtime_protects_a_victim_until_it_has_run_long_enough():
     assert early.preemptions == ()
     assert "1 job it could preempt is within the minimum runtime until ~00:10 UTC (in 5 min)" in waiting(early)["prod"]
     assert late.preemptions == (Preemption("young", lazy=False, by_job="prod"),)
+
+
+def test_owner_reclaims_a_lazy_borrower_by_demoting_it():
+    engine = Engine(
+        a100_cluster(rack("r1", "n1", "n2"), rack("r2", "n3", "n4")),
+        [vc("owner", ("A100-NODE", 2), cohort="c"), vc("borrower", ("A100-NODE", 1), cohort="c"),
+         vc("other", ("A100-NODE", 1))],
+    )
+    engine.schedule([gang("mine", "borrower", (1, 8)), gang("lent", "borrower", (1, 8), at=1, lazy_preemption=True),
+                     gang("own", "owner", (1, 8), at=2)], now=0)
+    assert {p.lent_by for a in engine.allocations() if a.job_id == "lent" for p in a.pods} == {"owner"}
+
+    result = engine.schedule([gang("back", "owner", (1, 8))], now=10)
+
+    # The borrowed node goes back to the owner's quota; with a free node left in the
+    # cluster the demoted borrower keeps running there as opportunistic.
+    assert result.preemptions == (Preemption("lent", lazy=True, by_job="back"),)
+    lent = next(a for a in engine.allocations() if a.job_id == "lent")
+    assert lent.opportunistic and lent.lazy_preempted
+    assert status(engine, "owner") == {"A100-NODE": (2, 2, 0, 0, 0, 0)}
+    assert status(engine, "borrower") == {"A100-NODE": (1, 1, 0, 0, 0, 0)}

@@ -109,3 +109,18 @@ def test_wait_reason_says_when_free_quota_is_split_across_nodes():
         "VC 'team' has 4 of 16 A100 free; the job needs 1 × 4 A100 on one node; "
         "they are split: at most 2 idle A100 on one healthy node in cells the VC can use"
     )
+
+
+def test_reservation_without_a_known_end_lets_no_job_backfill():
+    engine = one_node_team(starvation_threshold=HOUR)
+    engine.schedule([gang("runner", "team", (1, 4))], now=0)  # no maximum runtime
+
+    result = engine.schedule(
+        [gang("big", "team", (1, 8), at=0), gang("tiny", "team", (1, 1), at=5, max_runtime=60)], now=2 * HOUR
+    )
+
+    assert result.placements == ()
+    assert waiting(result)["tiny"] == (
+        "blocked behind the reservation for job big on n1 until its running jobs finish "
+        "(they declared no maximum runtime); this job's maximum runtime would end later"
+    )
