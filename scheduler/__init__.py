@@ -34,6 +34,8 @@ from .engine import DEFAULT_STARVATION_THRESHOLD, Engine
 from .errors import ConfigurationError, InvalidRequestError
 from .quota import validate_configuration
 from .spec import (
+    DEFAULT_PRIORITY,
+    MAX_PRIORITY,
     PRIORITY_CLASSES,
     CellTypeSpec,
     ClusterSpec,
@@ -48,7 +50,7 @@ from .spec import (
 
 __all__ = [
     "Allocation", "CellTypeSpec", "CellTypeStatus", "ClusterSpec", "ConfigurationError", "CycleResult",
-    "DEFAULT_STARVATION_THRESHOLD", "DeviceUse", "Engine", "GangRequest", "InvalidRequestError", "NodeStatus",
+    "DEFAULT_PRIORITY", "DEFAULT_STARVATION_THRESHOLD", "DeviceUse", "MAX_PRIORITY", "Engine", "GangRequest", "InvalidRequestError", "NodeStatus",
     "PRIORITY_CLASSES", "PhysicalCellSpec", "PodPlacement", "PodRequest", "Preemption", "Rejection", "RestoreIssue",
     "RestoreReport", "SkuSpec", "VcStatus", "VirtualClusterSpec", "WaitInfo", "leaf_cells_for",
     "priority_from_class", "validate_configuration",

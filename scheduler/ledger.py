@@ -33,9 +33,6 @@ class RunningJob:
     lazy_preempted: bool = False
     pods: list[RunningPod] = field(default_factory=list)
 
-    def leaves(self) -> int:
-        return sum(len(p.devices) for p in self.pods)
-
     def ends_at(self) -> float | None:
         return None if self.max_runtime is None else self.started_at + self.max_runtime
 

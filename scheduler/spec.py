@@ -6,8 +6,7 @@ import math
 from dataclasses import dataclass
 
 PRIORITY_CLASSES: dict[str, int] = {"prod": 100, "test": 10, "oppo": -1}
-DEFAULT_PRIORITY = PRIORITY_CLASSES["test"]
-OPPORTUNISTIC_PRIORITY = -1
+DEFAULT_PRIORITY = PRIORITY_CLASSES["test"]  # what a job without a priority class gets
 MAX_PRIORITY = 1000
 
 
@@ -19,10 +18,6 @@ class SkuSpec:
     gpu: int
     cpu: float
     memory_mb: int
-
-    @property
-    def is_cpu(self) -> bool:
-        return self.gpu == 0
 
 
 @dataclass(frozen=True)
