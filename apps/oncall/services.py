@@ -128,8 +128,19 @@ def fair_share(rotation, start, end):
     return [(users[uid], row["shifts"], round(row["hours"], 1)) for uid, row in shares.items() if uid in users]
 
 
+def _require_schedule_rights(rotation, actor, involved):
+    """Rotation managers change any shift; a member may arrange cover for a shift they are part of."""
+    if Rotation.objects.manageable_by(actor).filter(pk=rotation.pk).exists():
+        return
+    if actor in involved and rotation.members.filter(user=actor).exists():
+        return
+    raise PermissionDenied("Only the rotation's managers, or the members concerned, change its shifts.")
+
+
 @transaction.atomic
 def add_override(rotation, actor, *, user, replaces, starts_at, ends_at, reason=""):
+    """`user` covers for `replaces` from `starts_at` to `ends_at`."""
+    _require_schedule_rights(rotation, actor, {user, replaces})
     if ends_at <= starts_at:
         raise ValidationError({"ends_at": "An override must end after it starts."})
     if user == replaces:
@@ -149,6 +160,9 @@ def add_override(rotation, actor, *, user, replaces, starts_at, ends_at, reason=
 @transaction.atomic
 def swap_shifts(rotation, actor, *, first_index, second_index, first_user, second_user):
     """`first_user` (scheduled in shift `first_index`) and `second_user` trade their shifts."""
+    _require_schedule_rights(rotation, actor, {first_user, second_user})
+    if first_user == second_user or first_index == second_index:
+        raise ValidationError({"shift": "A swap needs two different people and two different shifts."})
     plan = rotation.plan()
     for index, user in ((first_index, first_user), (second_index, second_user)):
         if user.pk not in plan.scheduled(index):

@@ -147,3 +147,30 @@ def test_schema_lists_the_on_call_routes(world):
         "/api/v2/oncall/now", "/api/v2/alerts", "/api/v2/alerts/webhook",
     ]
     assert [p for p in expected if p not in paths] == []
+
+
+def test_overrides_and_swaps_through_the_api(on_shift):
+    rotation = on_shift.rotation
+    base = f"/api/v2/rotations/{rotation.pk}"
+    now = timezone.now()
+    cover = {"user": "bob", "replaces": "alice", "starts_at": now.isoformat(),
+             "ends_at": (now + timedelta(hours=4)).isoformat(), "reason": "dentist"}
+    # A member outside the override may not arrange it; the members concerned and admins may.
+    assert api(on_shift.a_member).post(f"{base}/overrides", cover, format="json").status_code == 403
+    created = api(on_shift.bob).post(f"{base}/overrides", cover, format="json")
+    assert created.status_code == 201, created.json()
+    assert created.json()["user"] == "bob" and created.json()["replaces"] == "alice"
+    assert services.current_dris() == [on_shift.bob]
+    backwards = api(on_shift.root).post(f"{base}/overrides", {**cover, "ends_at": cover["starts_at"]}, format="json")
+    assert backwards.status_code == 400 and "ends_at" in backwards.json()["message"]
+    unknown = api(on_shift.root).post(f"{base}/overrides", {**cover, "replaces": "nobody"}, format="json")
+    assert unknown.status_code == 400 and "replaces" in unknown.json()["message"]
+
+    swap = {"first_index": 0, "first_user": "alice", "second_index": 1, "second_user": "bob"}
+    done = api(on_shift.alice).post(f"{base}/swap", swap, format="json")
+    assert done.status_code == 201 and len(done.json()) == 2
+    shifts = api(on_shift.alice).get(f"{base}/shifts?count=2").json()
+    assert [o["user"] for o in shifts[1]["overrides"]] == ["alice"]
+    wrong = api(on_shift.root).post(f"{base}/swap", {**swap, "first_user": "bob"}, format="json")
+    assert wrong.status_code == 400 and "shift" in wrong.json()["message"]
+    assert api(on_shift.b_member).post(f"/api/v2/rotations/{rotation.pk}/swap", swap, format="json").status_code == 403

@@ -141,6 +141,32 @@ class RotationSerializer(serializers.ModelSerializer):
         return [m.user.get_username() for m in rotation.members.all()]
 
 
+class OverrideSerializer(serializers.Serializer):
+    user = serializers.SlugRelatedField(slug_field="username", queryset=User.objects.filter(is_active=True),
+                                        help_text="Who takes the shift.")
+    replaces = serializers.SlugRelatedField(slug_field="username", queryset=User.objects.all(),
+                                            help_text="The scheduled DRI who is covered for.")
+    starts_at = serializers.DateTimeField()
+    ends_at = serializers.DateTimeField()
+    reason = serializers.CharField(max_length=200, required=False, allow_blank=True, default="")
+
+
+class OverrideReadSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    user = serializers.CharField(source="user.username")
+    replaces = serializers.CharField(source="replaces.username")
+    starts_at = serializers.DateTimeField()
+    ends_at = serializers.DateTimeField()
+    reason = serializers.CharField()
+
+
+class SwapSerializer(serializers.Serializer):
+    first_index = serializers.IntegerField(min_value=0, help_text="A shift index, as `shifts` lists them.")
+    first_user = serializers.SlugRelatedField(slug_field="username", queryset=User.objects.all())
+    second_index = serializers.IntegerField(min_value=0)
+    second_user = serializers.SlugRelatedField(slug_field="username", queryset=User.objects.filter(is_active=True))
+
+
 class OnCallNowSerializer(serializers.Serializer):
     rotation = serializers.CharField()
     tenant = serializers.CharField(allow_null=True)

@@ -156,6 +156,26 @@ class RotationViewSet(viewsets.ReadOnlyModelViewSet):
         data = [{"username": user.get_username(), "shifts": shifts, "hours": hours} for user, shifts, hours in rows]
         return Response(s.FairShareSerializer(data, many=True).data)
 
+    @extend_schema(request=s.OverrideSerializer, responses={201: s.OverrideReadSerializer},
+                   description="Someone covers for a scheduled DRI over a time range.")
+    @action(detail=True, methods=["post"])
+    def overrides(self, request, pk=None):
+        data = s.OverrideSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        with service_errors():
+            override = services.add_override(self.get_object(), request.user, **data.validated_data)
+        return Response(s.OverrideReadSerializer(override).data, status=status.HTTP_201_CREATED)
+
+    @extend_schema(request=s.SwapSerializer, responses={201: s.OverrideReadSerializer(many=True)},
+                   description="Two members trade whole shifts (recorded as two overrides).")
+    @action(detail=True, methods=["post"])
+    def swap(self, request, pk=None):
+        data = s.SwapSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        with service_errors():
+            overrides = services.swap_shifts(self.get_object(), request.user, **data.validated_data)
+        return Response(s.OverrideReadSerializer(overrides, many=True).data, status=status.HTTP_201_CREATED)
+
 
 @extend_schema(
     tags=["rotations"],
