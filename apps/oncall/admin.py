@@ -180,3 +180,29 @@ class NotificationAdmin(ReadOnly, admin.ModelAdmin):
     list_display = ["key", "kind", "subject", "sent_at"]
     list_filter = ["kind"]
     search_fields = ["key", "subject"]
+
+
+@admin.register(FollowUp)
+class FollowUpAdmin(PlatformAdminOnly, admin.ModelAdmin):
+    list_display = ["title", "incident", "owner", "due_date", "done"]
+    list_filter = ["done"]
+    search_fields = ["title", "incident__title"]
+    autocomplete_fields = ["owner"]
+    raw_id_fields = ["incident"]
+
+
+@admin.register(RotationOverride)
+class RotationOverrideAdmin(PlatformAdminOnly, admin.ModelAdmin):
+    list_display = ["rotation", "user", "replaces", "starts_at", "ends_at", "reason"]
+    list_filter = ["rotation"]
+    autocomplete_fields = ["user", "replaces"]
+
+
+@admin.register(TimelineEntry)
+class TimelineEntryAdmin(ReadOnly, admin.ModelAdmin):
+    list_display = ["created_at", "incident", "actor_name", "kind", "to_status", "message"]
+    list_filter = ["kind"]
+    search_fields = ["message", "incident__title"]
+
+    def get_queryset(self, request):
+        return TimelineEntry.objects.filter(incident__in=Incident.objects.visible_to(request.user)).select_related("incident")

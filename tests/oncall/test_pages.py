@@ -160,7 +160,8 @@ def test_dashboard_draws_charts_per_grouping(client, on_shift):
     assert client.get("/oncall/dashboard/?weeks=abc").status_code == 200
 
 
-ADMIN_MODELS = ["rotation", "monitoringcalendar", "slapolicy", "alertroute", "incident", "alert", "notification"]
+ADMIN_MODELS = ["rotation", "rotationoverride", "monitoringcalendar", "slapolicy", "alertroute", "incident", "followup",
+                "timelineentry", "alert", "notification"]
 
 
 @pytest.mark.parametrize("model", ADMIN_MODELS)
@@ -207,3 +208,12 @@ def test_rotation_calendar_shows_shifts_in_the_rotation_zone(client, on_shift):
     section = section[: section.index("</section>")]
     assert "From (Europe/Berlin)" in section
     assert section.count("<td>Mon ") == 16 and section.count(" 10:00</td>") == 16  # 8 shifts, local handoffs
+
+
+def test_admin_change_pages_render(client, on_shift):
+    incident = open_alert_incident(on_shift)
+    client.force_login(on_shift.root)
+    assert client.get(f"/admin/oncall/incident/{incident.pk}/change/").status_code == 200
+    assert client.get(f"/admin/oncall/rotation/{on_shift.rotation.pk}/change/").status_code == 200
+    assert client.get("/admin/oncall/alertroute/add/").status_code == 200
+    assert client.get("/admin/oncall/incident/add/").status_code == 403  # incidents open through services
