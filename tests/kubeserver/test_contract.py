@@ -579,6 +579,34 @@ def test_dropped_watch_ends_the_stream_early(kube_server, core, ns):
     assert kube_server.wait_for_watches_closed()
 
 
+def test_client_watch_resumes_after_a_drop_from_its_last_version_without_a_gap(kube_server, core, ns):
+    """Without timeout_seconds the client's Watch reconnects from the last resourceVersion
+    it saw, so changes made while it was away still arrive, once each."""
+    seen = []
+    watcher = watch.Watch()
+
+    def consume():
+        for event in watcher.stream(core.list_namespaced_pod, ns, resource_version="1"):
+            seen.append((event["type"], event["object"].metadata.name))
+            if event["object"].metadata.name == "last":
+                watcher.stop()
+
+    thread = threading.Thread(target=consume)
+    thread.start()
+    assert kube_server.wait_for_watches(1)
+    core.create_namespaced_pod(ns, pod_body("before"))
+    deadline = time.monotonic() + 5
+    while not seen and time.monotonic() < deadline:
+        time.sleep(0.01)
+    kube_server.drop_watches()
+    core.create_namespaced_pod(ns, pod_body("during"))
+    core.create_namespaced_pod(ns, pod_body("last"))
+    thread.join(timeout=10)
+    assert not thread.is_alive()
+    assert seen == [("ADDED", "before"), ("ADDED", "during"), ("ADDED", "last")]
+    assert kube_server.count_requests("GET", r"/namespaces/team-a/pods$") == 2
+
+
 def test_abruptly_dropped_watch_breaks_the_connection(kube_server, core, ns):
     thread, outcome = _watch_in_thread(core, ns, timeout_seconds=30)
     assert kube_server.wait_for_watches(1)
