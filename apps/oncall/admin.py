@@ -7,6 +7,7 @@ edited as data.
 
 from django import forms
 from django.contrib import admin
+from django.db import models
 
 from apps.accounts.roles import is_platform_admin
 
@@ -28,6 +29,8 @@ from .models import (
 
 
 class PlatformAdminOnly:
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
+
     def has_module_permission(self, request):
         return is_platform_admin(request.user)
 
