@@ -68,6 +68,22 @@ class _Admission:
     preemptions: tuple[Preemption, ...]
 
 
+@dataclass(frozen=True)
+class _Shortfall:
+    """A gang that did not fit, to be explained once the cycle is over, so that the
+    numbers in the reason are those the user sees until the next cycle."""
+
+    gang: GangRequest
+    option: GangOption
+    shortage: Shortage
+    borrowing: bool
+    reservation_ids: tuple[str, ...]
+    blocked: Blocked
+
+
+_Wait = str | _Shortfall
+
+
 class Engine:
     """Gang scheduling over HiveD-style cells.
 
@@ -163,7 +179,7 @@ class Engine:
 
         placements: list[RunningJob] = []
         preemptions: list[Preemption] = []
-        reasons: dict[str, str] = {}
+        reasons: dict[str, _Wait] = {}
         reservations: list[Reservation] = []
         borrowers: dict[str, list[tuple[GangRequest, list[GangOption]]]] = {}
 
@@ -204,10 +220,12 @@ class Engine:
 
         waiting = []
         positions: dict[str, int] = {}
+        explained: dict[tuple, str] = {}
         for gang, _ in ordered:
             if gang.job_id in reasons:
                 positions[gang.vc] = positions.get(gang.vc, 0) + 1
-                waiting.append(WaitInfo(gang.job_id, reasons[gang.job_id], positions[gang.vc]))
+                reason = self._explain(reasons[gang.job_id], reservations, now, explained)
+                waiting.append(WaitInfo(gang.job_id, reason, positions[gang.vc]))
         return CycleResult(
             placements=tuple(j.allocation(self.topology) for j in placements),
             preemptions=tuple(preemptions),
@@ -249,7 +267,7 @@ class Engine:
         reservations: list[Reservation],
         now: float,
         borrowing: bool,
-    ) -> _Admission | str:
+    ) -> _Admission | _Wait:
         vc = self.vcs[gang.vc]
         if not reservations and vc.spec.max_leaf_cells_per_user is None and len(options) == 1:
             # The common case of a queue full of gangs alike: one dictionary look-up.
@@ -258,10 +276,10 @@ class Engine:
                 return hit[1]
         lenders = [self.vcs[n] for n in self.requests.lenders[vc.name]] if borrowing else None
         ids, blocked = blocked_for(gang, reservations, now)
-        first_reason = None
+        first_reason: _Wait | None = None
         for option in options:
             needs = option.needs
-            reason = self._over_user_cap(gang, vc, needs)
+            reason: _Wait | None = self._over_user_cap(gang, vc, needs)
             if reason is None:
                 key = (gang.vc, gang.priority, option.shape, ids, borrowing)
                 hit = self._failures.get(key)
@@ -279,7 +297,7 @@ class Engine:
                     admission = self._preempt_for(gang, vc, needs, blocked, now, lenders)
                     if admission is not None:
                         return admission
-                    reason = self._explain_guaranteed(gang, vc, needs, shortage, lenders, blocked, reservations, now)
+                    reason = _Shortfall(gang, option, shortage, borrowing, ids, blocked)
                     self._failures[key] = (self.ledger.generation, reason)
             first_reason = first_reason or reason
         assert first_reason is not None
@@ -287,13 +305,13 @@ class Engine:
 
     def _admit_opportunistic(
         self, gang: GangRequest, options: list[GangOption], reservations: list[Reservation], now: float
-    ) -> _Admission | str:
+    ) -> _Admission | _Wait:
         if not reservations and len(options) == 1:
             hit = self._failures.get(("opportunistic", options[0].shape, ()))
             if hit is not None and hit[0] == self.ledger.generation:
                 return hit[1]
         ids, blocked = blocked_for(gang, reservations, now)
-        first_reason = None
+        first_reason: _Wait | None = None
         for option in options:
             needs = option.needs
             key = ("opportunistic", option.shape, ids)
@@ -309,7 +327,7 @@ class Engine:
                     self.topology.commit()
                     return _Admission(job, ())
                 self.topology.rollback(mark)
-                reason = self._explain_opportunistic(gang, needs, shortage, blocked, reservations, now)
+                reason = _Shortfall(gang, option, shortage, False, ids, blocked)
                 self._failures[key] = (self.ledger.generation, reason)
             first_reason = first_reason or reason
         assert first_reason is not None
@@ -322,7 +340,7 @@ class Engine:
         now: float,
         placements: list[RunningJob],
         preemptions: list[Preemption],
-        reasons: dict[str, str],
+        reasons: dict[str, _Wait],
     ) -> None:
         """Offer idle cohort capacity to the VC with the lowest weighted dominant share of
         borrowed cells first, one gang at a time, so that no VC takes it all."""
@@ -479,6 +497,28 @@ class Engine:
         )
 
     # --- reasons ---------------------------------------------------------------------
+
+    def _explain(self, wait: _Wait, reservations: list[Reservation], now: float, explained: dict[tuple, str]) -> str:
+        """The text of a wait reason, from the state at the end of the cycle; gangs alike
+        share one text unless a reservation is in play (it depends on each gang)."""
+        if isinstance(wait, str):
+            return wait
+        gang = wait.gang
+        key = None
+        if not wait.reservation_ids:
+            key = (gang.opportunistic, gang.vc, gang.priority, wait.option.shape, wait.borrowing)
+            if key in explained:
+                return explained[key]
+        needs = wait.option.needs
+        if gang.opportunistic:
+            text = self._explain_opportunistic(gang, needs, wait.shortage, wait.blocked, reservations, now)
+        else:
+            vc = self.vcs[gang.vc]
+            lenders = [self.vcs[n] for n in self.requests.lenders[vc.name]] if wait.borrowing else None
+            text = self._explain_guaranteed(gang, vc, needs, wait.shortage, lenders, wait.blocked, reservations, now)
+        if key is not None:
+            explained[key] = text
+        return text
 
     def _reservation_in_the_way(
         self, gang: GangRequest, needs: list[PodNeed], lenders: list[VcState] | None, blocked: Blocked,
