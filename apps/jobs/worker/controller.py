@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from django.db import transaction
 from django.utils import timezone
 
-from apps.clusters.models import Node
+from apps.clusters.models import CellType, Node
 from apps.clusters.services import cluster_spec
 from apps.virtualclusters.models import VirtualCluster
 from apps.virtualclusters.services import vc_spec
@@ -633,6 +633,7 @@ class Controller:
             .order_by("job_id")
         )
         node_ips = self._node_ips()
+        gpus_per_leaf = dict(CellType.objects.filter(cluster=self.cluster, child__isnull=True).values_list("name", "gpu"))
         for attempt in attempts:
             job = attempt.job
             pairs = [
@@ -641,7 +642,7 @@ class Controller:
                     "task__task_role", "task__index"
                 )
             ]
-            specs = launch.pod_specs(job, attempt.index, pairs, job.placement, node_ips)
+            specs = launch.pod_specs(job, attempt.index, pairs, job.placement, node_ips, gpus_per_leaf)
             created_all = True
             for (ta, _task), spec in zip(pairs, specs):
                 if ta.pod_uid or ta.completed_at:

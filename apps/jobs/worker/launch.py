@@ -87,8 +87,12 @@ def storage_mounts(job):
     return tuple(mounts)
 
 
-def pod_specs(job, attempt_index, task_attempts, placement, node_ips):
-    """PodSpec per task attempt row; `task_attempts` are (TaskAttempt, Task) pairs of the attempt."""
+def pod_specs(job, attempt_index, task_attempts, placement, node_ips, gpus_per_leaf):
+    """PodSpec per task attempt row; `task_attempts` are (TaskAttempt, Task) pairs of the attempt.
+
+    `gpus_per_leaf` maps each SKU to the devices one of its leaf cells brings: the leaf
+    cells of a CPU SKU are shares of a node, not devices, so its pods get none.
+    """
     info = job_info(job)
     roles = dict(task_roles(job))
     by_task = {(p["task_role"], p["index"]): p for p in placement["pods"]}
@@ -120,7 +124,7 @@ def pod_specs(job, attempt_index, task_attempts, placement, node_ips):
                 namespace=f"pai-{job.tenant.slug}",
                 labels=pod_labels(job_key(job), task.task_role, task.index, attempt_index, ta.index),
                 annotations={ANNOTATION_PLACEMENT: json.dumps(pod, sort_keys=True)},
-                devices=tuple(pod["devices"]),
+                devices=tuple(pod["devices"]) if gpus_per_leaf.get(launch["sku"], 1) else (),
                 image=launch.get("image") or "",
                 image_pull_auth=ImagePullAuth(
                     username=auth.get("username", ""), password=auth.get("password", ""),
