@@ -16,12 +16,13 @@ _COLUMNS = (
 )
 
 
-def job_summaries(jobs):
+def job_summaries(jobs, user):
     """OpenPAI's JobSummary rows for a (sliced) job queryset, in its order."""
     rows = list(jobs.values(*_COLUMNS))
     tags = {}
     if rows:
-        for job_id, name in JobTag.objects.filter(job_id__in=[r["id"] for r in rows]).values_list("job_id", "name"):
+        page_tags = JobTag.objects.visible_to(user).filter(job_id__in=[r["id"] for r in rows])
+        for job_id, name in page_tags.values_list("job_id", "name"):
             tags.setdefault(job_id, []).append(name)
     return [_summary(row, sorted(tags.get(row["id"], []))) for row in rows]
 

@@ -18,7 +18,7 @@ from pai.api.views import ErrorSerializer, MessageSerializer
 
 from .. import services
 from ..filters import JobFilterSet
-from ..models import Job, JobAttempt, JobEvent, Task
+from ..models import Job, JobAttempt, JobEvent, JobTag, Task
 from ..errors import ForbiddenUserError, InvalidParametersError, NoJobConfigError, NoJobError
 from ..protocol.structure import storable_text
 from ..querysets import is_readable
@@ -116,8 +116,13 @@ def _task_roles(request, job, attempt):
     return roles
 
 
-def _attempts(job):
-    return JobAttempt.objects.filter(job=job).prefetch_related("tasks__attempts").order_by("-index")
+def _attempts(request, job):
+    return (
+        JobAttempt.objects.readable_by(request.user)
+        .filter(job=job)
+        .prefetch_related("tasks__attempts")
+        .order_by("-index")
+    )
 
 
 def _attempt_json(request, job, attempt, latest_index):
@@ -169,7 +174,7 @@ class JobListView(APIView):
         if not filterset.is_valid():
             raise ValidationError(filterset.errors)
         jobs = filterset.qs
-        data = job_summaries(jobs[offset:offset + limit])
+        data = job_summaries(jobs[offset:offset + limit], request.user)
         if with_total:
             return Response({"totalCount": jobs.count(), "data": data})
         return Response(data)
@@ -210,12 +215,12 @@ class JobDetailView(APIView):
     )
     def get(self, request, username, name):
         job = _job(request, username, name, with_spec=True)
-        attempts = list(_attempts(job)[:1])
+        attempts = list(_attempts(request, job)[:1])
         attempt = attempts[0] if attempts else None
         body = {
             "name": job.name,
             "debugId": job.debug_id,
-            "tags": list(job.tags.values_list("name", flat=True)),
+            "tags": list(JobTag.objects.readable_by(request.user).filter(job=job).values_list("name", flat=True)),
             "jobStatus": {
                 "username": job.owner.username,
                 "state": job.state,
@@ -354,7 +359,7 @@ class JobAttemptListView(APIView):
     )
     def get(self, request, username, name):
         job = _job(request, username, name, with_spec=True)
-        attempts = list(_attempts(job))
+        attempts = list(_attempts(request, job))
         latest = attempts[0].index if attempts else None
         return Response([_attempt_json(request, job, attempt, latest) for attempt in attempts])
 
@@ -367,10 +372,16 @@ class JobAttemptDetailView(APIView):
     )
     def get(self, request, username, name, attempt_index):
         job = _job(request, username, name, with_spec=True)
-        attempt = _attempts(job).filter(index=attempt_index).first()
+        attempt = _attempts(request, job).filter(index=attempt_index).first()
         if attempt is None:
             raise NoJobError(f"Attempt {attempt_index} of job {username}~{name} is not found.")
-        latest = JobAttempt.objects.filter(job=job).order_by("-index").values_list("index", flat=True).first()
+        latest = (
+            JobAttempt.objects.readable_by(request.user)
+            .filter(job=job)
+            .order_by("-index")
+            .values_list("index", flat=True)
+            .first()
+        )
         return Response(_attempt_json(request, job, attempt, latest))
 
 
