@@ -34,7 +34,7 @@ def http(method, url, body=None):
         return response.status, response.read()
 
 
-def wait_for(predicate, timeout=20, what="condition"):
+def wait_for(predicate, timeout=30, what="condition"):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if predicate():

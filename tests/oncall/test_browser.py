@@ -48,6 +48,7 @@ def test_dri_acknowledges_updates_resolves_and_sees_the_dashboard(dri_world, liv
     # Playwright's sync API runs an event loop in this thread; the ORM work of this test
     # happens before and after the browser session, the pages' on the live server's thread.
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    expect.set_options(timeout=15_000)  # a loaded CI machine renders slowly
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     incident = dri_world.incident
     base = live_server.url
@@ -62,7 +63,7 @@ def test_dri_acknowledges_updates_resolves_and_sees_the_dashboard(dri_world, liv
             context = browser.new_context(viewport={"width": 1280, "height": 900})
             context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": session, "url": base}])
             page = context.new_page()
-            page.set_default_timeout(10_000)
+            page.set_default_timeout(15_000)
             page.goto(f"{base}/oncall/")
             expect(page.locator("header")).to_contain_text("alice")
             # The countdown script replaced the server's text with a ticking clock.
