@@ -125,6 +125,9 @@ class Chain:
     free_count: list[int] = field(default_factory=list)  # maximal free cells, by type
     demand: list[int] = field(default_factory=list)  # unbound guaranteed cells of all VCs, by type
     buckets: list[list[set[int]]] = field(default_factory=list)  # [category][free] -> node indices
+    # The bindings each VC uses that still have idle healthy devices, so that placing a
+    # pod looks only where there is room.
+    roomy: dict[str, set[Binding]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         n = len(self.names)
@@ -413,9 +416,11 @@ class Topology:
             parent = child_on_path
         cell.binding = binding
         self._cover(cell, 1)
+        self._update_room(cell.node or cell.nodes[0], cell.first)
         self.undo.append(lambda: self._undo_bind(cell))
 
     def _undo_bind(self, cell: Cell) -> None:
+        cell.chain.roomy.get(cell.binding.user, set()).discard(cell.binding)
         cell.binding = None
         self._cover(cell, -1)
         self._release_to_pool(cell)
@@ -423,6 +428,7 @@ class Topology:
     def unbind(self, cell: Cell) -> None:
         binding = cell.binding
         assert binding is not None
+        cell.chain.roomy.get(binding.user, set()).discard(binding)
         cell.binding = None
         self._cover(cell, -1)
         self._release_to_pool(cell)
@@ -454,6 +460,7 @@ class Topology:
             if node.healthy:
                 for c in node.leaf_cells[d].up:
                     c.idle -= 1
+        self._update_room(node, devices[0])
         n = len(devices)
         node.free -= n
         if opportunistic:
@@ -476,6 +483,7 @@ class Topology:
             if node.healthy:
                 for c in node.leaf_cells[d].up:
                     c.idle += 1
+        self._update_room(node, devices[0])
         n = len(devices)
         node.free += n
         if opportunistic:
@@ -505,6 +513,7 @@ class Topology:
             if job is None:
                 for c in node.leaf_cells[i].up:
                     c.idle += d
+                self._update_room(node, i)
         node.healthy = healthy
         if healthy:
             del self.unhealthy[node.name]
@@ -525,6 +534,18 @@ class Topology:
         if key is not None:
             buckets[key[0]][key[1]].add(node.index)
         node.bucket = key
+
+    def _update_room(self, node: Node, device: int) -> None:
+        """File the binding holding ``device``, if any, by whether it has idle room."""
+        for c in node.leaf_cells[device].up:
+            binding = c.binding
+            if binding is not None:
+                roomy = node.chain.roomy.setdefault(binding.user, set())
+                if c.idle > 0:
+                    roomy.add(binding)
+                else:
+                    roomy.discard(binding)
+                return
 
     # --- queries ----------------------------------------------------------------
 

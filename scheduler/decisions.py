@@ -53,8 +53,9 @@ class Preemption:
 
 @dataclass(frozen=True)
 class WaitInfo:
-    """Why a job did not start this cycle; ``position`` is its 1-based place among the
-    waiting jobs of its VC, in the order the engine considers them."""
+    """Why a job did not start this cycle, in terms of the state at the end of the
+    cycle; ``position`` is its 1-based place among the waiting jobs of its VC, in the
+    order the engine considers them."""
 
     job_id: str
     reason: str

@@ -107,7 +107,7 @@ class Placer:
         if need.pinned_cell is not None:
             candidates = [vc.pinned[need.pinned_cell]]
         else:
-            candidates = vc.bindings.get(chain.sku.name, {}).values()
+            candidates = chain.roomy.get(vc.name, ())
         best = None
         best_key = None
         node_level = chain.node_level

@@ -205,6 +205,15 @@ def test_restore_of_allocations_rebuilds_the_same_state(events):
             assert copy.vc_status(name) == engine.vc_status(name)
         for node in NODES:
             assert copy.node_status(node) == engine.node_status(node)
+    # ... and so the same decisions from then on.
+    probe = [
+        make_gang(900 + i, ("submit", name, sku, ((1, k),), priority, False, 0.0, None, "u3", None), 1000.0)
+        for i, (name, sku, k, priority) in enumerate(
+            [("a", "A100", 1, 10), ("a", "A100", 8, 100), ("b", "A100", 4, 10), ("c", "V100", 2, 10),
+             ("c", "CPU", 8, 1), ("b", "A100", 2, -1), ("a", "A100", 2, -1)]
+        )
+    ]
+    assert copy.schedule(probe, 2000.0) == engine.schedule(probe, 2000.0)
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
