@@ -393,6 +393,7 @@ class KubeServer:
             if key in self._objects[resource.plural]:
                 raise already_exists(resource, meta["name"])
             if resource.plural == "pods":
+                self._admit_pod_priority(body)
                 self._admit_pod_quota(body)
             if resource.plural == "resourcequotas":
                 body["status"] = {"hard": dict(body.get("spec", {}).get("hard") or {}), "used": {}}
@@ -420,7 +421,6 @@ class KubeServer:
                 spec.setdefault("schedulerName", "default-scheduler")
                 spec.setdefault("serviceAccountName", "default")
                 spec.setdefault("enableServiceLinks", True)
-                spec.setdefault("priority", 0)
                 for container in (spec.get("containers") or []) + (spec.get("initContainers") or []):
                     if not isinstance(container, dict):
                         continue
@@ -484,6 +484,33 @@ class KubeServer:
             return validation.validate_named(body)
         except validation.BadQuantity as exc:
             raise bad_request(str(exc)) from exc
+
+    # ------------------------------------------------------------------ priority
+    def _admit_pod_priority(self, pod):
+        """The Priority admission plugin: resolve spec.priorityClassName (or the global
+        default class) into spec.priority and spec.preemptionPolicy."""
+        spec = pod["spec"]
+        name = pod["metadata"].get("name")
+        class_name = spec.get("priorityClassName")
+        if class_name:
+            pc = self._objects["priorityclasses"].get(("", class_name))
+            if pc is None:
+                raise ApiError(403, "Forbidden", f'pods "{name}" is forbidden: no PriorityClass with name {class_name} was found',
+                               {"name": name, "kind": "pods"})
+        else:
+            pc = next((p for _, p in sorted(self._objects["priorityclasses"].items()) if p.get("globalDefault")), None)
+        value = pc["value"] if pc else 0
+        if spec.get("priority") is not None and spec["priority"] != value:
+            raise ApiError(
+                403, "Forbidden",
+                f'pods "{name}" is forbidden: the integer value of priority ({spec["priority"]}) must not be provided in pod '
+                f"spec; priority admission controller computed {value} from the given PriorityClass name",
+                {"name": name, "kind": "pods"},
+            )
+        spec["priority"] = value
+        if pc:
+            spec["priorityClassName"] = pc["metadata"]["name"]
+            spec["preemptionPolicy"] = pc.get("preemptionPolicy", "PreemptLowerPriority")
 
     # ------------------------------------------------------------------ quota
     def _pod_usage(self, pod):

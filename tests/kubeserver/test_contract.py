@@ -870,6 +870,24 @@ def test_priority_classes_crud_and_validation(kube_server):
     assert exc.value.status == 404
 
 
+def test_pod_priority_comes_from_its_priority_class(kube_server, core, ns):
+    scheduling = client.SchedulingV1Api(kube_server.api_client())
+    with pytest.raises(ApiException) as exc:
+        core.create_namespaced_pod(ns, pod_body("a", priorityClassName="pai-high"))
+    assert exc.value.status == 403
+    assert status_of(exc.value)["message"] == 'pods "a" is forbidden: no PriorityClass with name pai-high was found'
+    scheduling.create_priority_class({"metadata": {"name": "pai-high"}, "value": 1000, "preemptionPolicy": "Never"})
+    pod = core.create_namespaced_pod(ns, pod_body("a", priorityClassName="pai-high"))
+    assert (pod.spec.priority, pod.spec.preemption_policy) == (1000, "Never")
+    assert core.create_namespaced_pod(ns, pod_body("b")).spec.priority == 0
+    with pytest.raises(ApiException) as exc:
+        core.create_namespaced_pod(ns, pod_body("c", priorityClassName="pai-high", priority=5))
+    assert exc.value.status == 403 and "must not be provided in pod spec" in status_of(exc.value)["message"]
+    scheduling.create_priority_class({"metadata": {"name": "pai-default"}, "value": 10, "globalDefault": True})
+    pod = core.create_namespaced_pod(ns, pod_body("d"))
+    assert (pod.spec.priority, pod.spec.priority_class_name) == (10, "pai-default")
+
+
 def test_events_created_through_the_api_and_listed(core, ns):
     core.create_namespaced_event(ns, {
         "metadata": {"name": "e1"}, "involvedObject": {"kind": "Pod", "name": "a", "namespace": ns},
