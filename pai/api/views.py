@@ -3,6 +3,8 @@
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import IntegrityError
 from django.db.models import ProtectedError
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter
 from rest_framework import serializers
 from rest_framework.views import APIView
 
@@ -48,3 +50,31 @@ class ErrorSerializer(serializers.Serializer):
 
 def message(text):
     return {"message": text}
+
+
+PAGE_PARAMETERS = [
+    OpenApiParameter("limit", OpenApiTypes.INT, description="pai extension: at most this many items (1-1000)."),
+    OpenApiParameter("offset", OpenApiTypes.INT, description="pai extension: skip this many items."),
+]
+MAX_PAGE = 1000
+
+
+def openpai_page(request, queryset):
+    """Page an OpenPAI list, which stays a bare array as OpenPAI clients expect.
+
+    Without `limit`/`offset` the whole list comes back, as in OpenPAI. With them (a pai
+    extension) the slice comes back and the `X-Total-Count` header tells the total.
+    Returns (rows, headers).
+    """
+    params = request.query_params
+    if "limit" not in params and "offset" not in params:
+        return queryset, {}
+    values = {}
+    for name, default, low, high in (("limit", MAX_PAGE, 1, MAX_PAGE), ("offset", 0, 0, None)):
+        raw = params.get(name, str(default))
+        if not raw.isdigit() or int(raw) < low or (high is not None and int(raw) > high):
+            bounds = f"between {low} and {high}" if high is not None else f"at least {low}"
+            raise serializers.ValidationError({name: f"Must be an integer {bounds}."})
+        values[name] = int(raw)
+    total = queryset.count()
+    return queryset[values["offset"]: values["offset"] + values["limit"]], {"X-Total-Count": str(total)}

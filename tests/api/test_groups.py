@@ -39,6 +39,13 @@ def test_group_list_is_scoped(world, clients):
     assert names("b_admin") == ["admingroup", "default", "team_b"]
 
 
+def test_group_lists_page(world, clients):
+    response = clients["root"].get("/api/v2/groups?limit=1&offset=2")
+    assert [g["groupname"] for g in response.json()] == ["team_a"] and response["X-Total-Count"] == "4"
+    response = clients["root"].get("/api/v2/groups/default/userlist?limit=2")
+    assert [u["username"] for u in response.json()] == ["a_admin", "a_member"] and response["X-Total-Count"] == "5"
+
+
 def test_other_teams_groups_are_404(world, clients):
     assert_error(clients["a_member"].get("/api/v2/groups/team_b"), 404, "NoGroupError")
     assert_error(clients["a_member"].get("/api/v2/groups/team_b/userlist"), 404, "NoGroupError")

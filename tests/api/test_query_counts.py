@@ -11,6 +11,7 @@ from tests import factories as f
 
 LISTS = [
     "/api/v2/users",
+    "/api/v2/users?limit=2&offset=1",
     "/api/v2/groups",
     "/api/v2/groups/team_a/userlist",
     "/api/v2/groups/default/userlist",

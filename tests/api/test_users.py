@@ -42,6 +42,17 @@ def test_admins_have_every_virtual_cluster(world, clients):
     assert body["admin"] is True and body["virtualCluster"] == ["team_a", "team_b"]
 
 
+def test_user_list_pages_stay_bare_arrays(world, clients):
+    response = clients["root"].get("/api/v2/users?limit=2&offset=1")
+    assert response.status_code == 200
+    assert [u["username"] for u in response.json()] == ["a_member", "b_admin"]
+    assert response["X-Total-Count"] == "5"
+    assert "X-Total-Count" not in clients["root"].get("/api/v2/users")
+    for query in ("limit=0", "limit=1001", "offset=-1", "limit=x"):
+        response = clients["root"].get(f"/api/v2/users?{query}")
+        assert response.status_code == 400 and response.json()["message"].startswith(query.split("=")[0])
+
+
 def test_user_list_is_scoped(world, clients):
     def names(who):
         response = clients[who].get("/api/v2/users")

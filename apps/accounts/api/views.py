@@ -36,7 +36,7 @@ from pai.api.errors import (
     RemoveAdminError,
 )
 from pai.api.permissions import BasicModeOnly, NotApplicationToken
-from pai.api.views import ApiView, ErrorSerializer, MessageSerializer, message
+from pai.api.views import PAGE_PARAMETERS, ApiView, ErrorSerializer, MessageSerializer, message, openpai_page
 
 from .. import services
 from ..models import ApiToken, Group
@@ -241,6 +241,7 @@ class UserListView(ApiView):
     @extend_schema(
         tags=["user"],
         operation_id="getAllUser",
+        parameters=PAGE_PARAMETERS,
         summary="Users you can see.",
         description="OpenPAI lists every user to everyone; pai lists all accounts to platform admins, the "
         "accounts of their teams' members to tenant admins, and only your own account to anyone else.",
@@ -248,8 +249,8 @@ class UserListView(ApiView):
         examples=[OpenApiExample("Users", value=[USER_EXAMPLE], response_only=True)],
     )
     def get(self, request):
-        users = s.users_for_presenting(users_visible_to(request.user))
-        return Response(s.present_users(users))
+        users, headers = openpai_page(request, s.users_for_presenting(users_visible_to(request.user)))
+        return Response(s.present_users(users), headers=headers)
 
     @extend_schema(
         tags=["user"],
@@ -558,13 +559,14 @@ class GroupListView(ApiView):
     @extend_schema(
         tags=["group"],
         operation_id="getAllGroup",
+        parameters=PAGE_PARAMETERS,
         summary="Groups you can see: your teams' groups and the built-in ones (all, for platform admins).",
         responses={200: s.GroupInfoSerializer(many=True), **errors(401)},
         examples=[OpenApiExample("Groups", value=[GROUP_EXAMPLE], response_only=True)],
     )
     def get(self, request):
-        groups = s.groups_for_presenting(Group.objects.visible_to(request.user))
-        return Response([s.present_group(g) for g in groups])
+        groups, headers = openpai_page(request, s.groups_for_presenting(Group.objects.visible_to(request.user)))
+        return Response([s.present_group(g) for g in groups], headers=headers)
 
     @extend_schema(
         tags=["group"],
@@ -687,6 +689,7 @@ class GroupUserListView(ApiView):
     @extend_schema(
         tags=["group"],
         operation_id="getGroupMembers",
+        parameters=PAGE_PARAMETERS,
         summary="Members of a group.",
         description="For a team's group, its members; for the built-in groups (which span teams), only the "
         "members whose accounts you can see.",
@@ -705,4 +708,6 @@ class GroupUserListView(ApiView):
             )
         )
         rows = members.order_by("username").values_list("pk", "username", "is_superuser")
-        return Response([{"username": name, "clusterAdmin": su or pk in admins} for pk, name, su in rows])
+        rows, headers = openpai_page(request, rows)
+        return Response([{"username": name, "clusterAdmin": su or pk in admins} for pk, name, su in rows],
+                        headers=headers)
