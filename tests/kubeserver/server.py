@@ -99,6 +99,8 @@ RESOURCES = {
             "persistentvolumeclaims", "PersistentVolumeClaim", subresources=frozenset({"status"}),
             short_names=("pvc",), returns_deleted_object=True,
         ),
+        # Image pull credentials from a job's image `auth` live in Secrets.
+        Resource("secrets", "Secret", fields=COMMON_FIELDS | {"type"}),
         Resource("priorityclasses", "PriorityClass", group="scheduling.k8s.io", namespaced=False, short_names=("pc",)),
     )
 }
@@ -447,6 +449,10 @@ class KubeServer:
         elif resource.plural == "events":
             body.setdefault("count", 1)
             body.setdefault("type", "Normal")
+        elif resource.plural == "secrets":
+            body.setdefault("type", "Opaque")
+            for key, value in (body.pop("stringData", None) or {}).items():
+                body.setdefault("data", {})[key] = base64.b64encode(str(value).encode()).decode()
 
     def _qos_class(self, spec):
         containers = spec.get("containers") or []
@@ -481,8 +487,10 @@ class KubeServer:
                 return validation.validate_pvc(body)
             if resource.plural == "events":
                 return validation.validate_event(body)
+            if resource.plural == "secrets":
+                return validation.validate_secret(body)
             return validation.validate_named(body)
-        except validation.BadQuantity as exc:
+        except validation.Undecodable as exc:
             raise bad_request(str(exc)) from exc
 
     # ------------------------------------------------------------------ priority

@@ -4,6 +4,7 @@ Each test states a rule of the real API server that pai's backend relies on, so 
 backend's own tests stand on verified ground.
 """
 
+import base64
 import json
 import threading
 import time
@@ -895,6 +896,26 @@ def test_events_created_through_the_api_and_listed(core, ns):
     })
     events = core.list_namespaced_event(ns, field_selector="source=pai,type=Warning").items
     assert [(e.metadata.name, e.reason, e.count) for e in events] == [("e1", "Preempted", 1)]
+
+
+def test_image_pull_secrets(core, ns):
+    config = base64.b64encode(json.dumps({"auths": {"registry.example.org": {"auth": "dTpw"}}}).encode()).decode()
+    created = core.create_namespaced_secret(ns, {
+        "metadata": {"name": "pai-job-1-registry", "labels": {"pai.job": "job-1"}},
+        "type": "kubernetes.io/dockerconfigjson", "data": {".dockerconfigjson": config},
+    })
+    assert created.type == "kubernetes.io/dockerconfigjson"
+    assert [s.metadata.name for s in core.list_namespaced_secret(ns, label_selector="pai.job=job-1").items] == ["pai-job-1-registry"]
+    plain = core.create_namespaced_secret(ns, {"metadata": {"name": "plain"}, "stringData": {"token": "abc"}})
+    assert (plain.type, plain.data) == ("Opaque", {"token": base64.b64encode(b"abc").decode()})
+    with pytest.raises(ApiException) as exc:
+        core.create_namespaced_secret(ns, {"metadata": {"name": "bad"}, "type": "kubernetes.io/dockerconfigjson", "data": {}})
+    assert exc.value.status == 422
+    with pytest.raises(ApiException) as exc:
+        core.create_namespaced_secret(ns, {"metadata": {"name": "bad"}, "data": {"k": "not base64!"}})
+    assert exc.value.status == 400
+    core.delete_namespaced_secret("plain", ns)
+    assert [s.metadata.name for s in core.list_namespaced_secret(ns).items] == ["pai-job-1-registry"]
 
 
 def test_persistent_volume_claims(kube_server, core, ns):

@@ -1,5 +1,7 @@
 """The API server's validation of the fields pai sets, with its field paths and messages."""
 
+import base64
+import binascii
 import json
 import re
 
@@ -25,8 +27,8 @@ QUANTITY_MSG = "quantities must match the regular expression '^([+-]?[0-9.]+)([e
 STANDARD_RESOURCES = {"cpu", "memory", "ephemeral-storage", "pods"}
 
 
-class BadQuantity(ValueError):
-    """An unparseable quantity: the server cannot even decode the body (400)."""
+class Undecodable(ValueError):
+    """A value the server cannot even decode (an unparseable quantity, bad base64): 400."""
 
 
 class Errors:
@@ -138,7 +140,7 @@ def _quantity(field, value):
     try:
         return parse_quantity(value)
     except QuantityError as exc:
-        raise BadQuantity(f"{field}: {QUANTITY_MSG}") from exc
+        raise Undecodable(f"{field}: {QUANTITY_MSG}") from exc
 
 
 def _resources(errors, base, resources):
@@ -213,7 +215,7 @@ def _container(errors, base, container, names, volume_names):
 
 
 def validate_pod(pod):
-    """Causes for a pod the API server would refuse with 422; raises BadQuantity for a 400."""
+    """Causes for a pod the API server would refuse with 422; raises Undecodable for a 400."""
     errors = Errors()
     validate_metadata(errors, pod.get("metadata"))
     spec = pod.get("spec")
@@ -313,4 +315,23 @@ def validate_event(event):
     namespace = (event.get("metadata") or {}).get("namespace")
     if involved.get("namespace") and namespace and involved["namespace"] != namespace:
         errors.invalid("involvedObject.namespace", involved["namespace"], "does not match event.namespace")
+    return errors.causes
+
+
+SECRET_KEY_RE = re.compile(r"^[-._a-zA-Z0-9]+$")
+
+
+def validate_secret(secret):
+    """Keys must be valid config keys; values must decode (else the server answers 400)."""
+    errors = Errors()
+    validate_metadata(errors, secret.get("metadata"))
+    for key, value in (secret.get("data") or {}).items():
+        if not SECRET_KEY_RE.match(key) or len(key) > 253:
+            errors.invalid(f"data[{key}]", key, "a valid config key must consist of alphanumeric characters, '-', '_' or '.'")
+        try:
+            base64.b64decode(value, validate=True)
+        except (binascii.Error, TypeError) as exc:
+            raise Undecodable(f"illegal base64 data in data[{key}]") from exc
+    if secret.get("type") == "kubernetes.io/dockerconfigjson" and ".dockerconfigjson" not in (secret.get("data") or {}):
+        errors.required("data[.dockerconfigjson]")
     return errors.causes
