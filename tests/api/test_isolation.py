@@ -50,6 +50,11 @@ WRITES = {
     "delete group": ("delete", "/api/v2/groups/team_a", None, (401, 403, 201, 404, 201)),
     "application token": ("post", "/api/v2/tokens/application", None, (401, 200, 200, 200, 200)),
     "logout": ("delete", "/api/v2/authn/basic/logout", None, (401, 200, 200, 200, 200)),
+    "create cluster": ("post", "/api/v2/clusters/", {"name": "gpu2"}, (401, 403, 403, 403, 201)),
+    "change cluster": ("patch", "/api/v2/clusters/local/", {"description": "x"}, (401, 403, 403, 403, 200)),
+    "create cell type": ("post", "/api/v2/clusters/local/cell-types/", {"name": "H100"}, (401, 403, 403, 403, 201)),
+    "delete physical cell": ("delete", "/api/v2/clusters/local/physical-cells/cpu-node-2/", None,
+                             (401, 403, 403, 403, 204)),
 }
 
 
