@@ -789,8 +789,8 @@ def test_run_pod_reports_running_containers_and_an_ip(kube_server, core, ns, nod
     status = pod.status.container_statuses[0]
     assert status.ready and status.state.running.started_at is not None
     assert {c.type: c.status for c in pod.status.conditions}["Ready"] == "True"
+    core.create_namespaced_pod(ns, pod_body("unbound"))
     with pytest.raises(ValueError):
-        core.create_namespaced_pod(ns, pod_body("unbound"))
         kube_server.run_pod(ns, "unbound")
 
 
