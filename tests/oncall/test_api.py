@@ -174,3 +174,14 @@ def test_overrides_and_swaps_through_the_api(on_shift):
     wrong = api(on_shift.root).post(f"{base}/swap", {**swap, "first_user": "bob"}, format="json")
     assert wrong.status_code == 400 and "shift" in wrong.json()["message"]
     assert api(on_shift.b_member).post(f"/api/v2/rotations/{rotation.pk}/swap", swap, format="json").status_code == 403
+
+
+def test_incident_list_query_count_does_not_grow_with_the_page(on_shift, django_assert_max_num_queries):
+    client = api(on_shift.alice)
+    services.open_incident(title="first", severity=1, source=IncidentSource.ALERT, cluster=on_shift.cluster)
+    with django_assert_max_num_queries(20) as one:
+        client.get("/api/v2/incidents")
+    for i in range(10):
+        services.open_incident(title=f"more {i}", severity=i % 4, source=IncidentSource.ALERT, cluster=on_shift.cluster)
+    with django_assert_max_num_queries(len(one.captured_queries)):
+        assert len(client.get("/api/v2/incidents").json()["results"]) == 11
