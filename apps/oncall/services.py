@@ -495,6 +495,19 @@ def _team_admins(rotation):
     return list(User.objects.filter(groups__name=ADMIN_GROUP, is_active=True))
 
 
+def _backup_dris(rotation, assignees, now):
+    """Who to escalate to: the other DRI of the shift, or, with one DRI per shift, the next shift's."""
+    if rotation is None:
+        return [u for u in current_dris(now) if u not in assignees]
+    others = [u for u in rotation_dris(rotation, now) if u not in assignees]
+    if others:
+        return others
+    plan = rotation.plan()
+    index = plan.shift_index_at(now)
+    upcoming = plan.shift_start(0 if index is None else index + 1)
+    return [u for u in rotation_dris(rotation, upcoming) if u not in assignees]
+
+
 def _escalate(incident, kind, deadline, now):
     """Remind, then escalate, each step once per deadline, when its time (in monitoring hours) has come."""
     calendar = incident.sla_calendar()
@@ -520,8 +533,7 @@ def _escalate(incident, kind, deadline, now):
         _timeline(incident, None, TimelineKind.SLA, f"SLA missed: nobody did {what.split()[0]} by the deadline.",
                   data={"deadline": deadline.isoformat(), "kind": kind}, at=now)
     if now >= calendar.add(deadline, step):
-        others = [u for u in (rotation_dris(incident.rotation, now) if incident.rotation else current_dris(now))
-                  if u not in assignees]
+        others = _backup_dris(incident.rotation, assignees, now)
         if _notify(
             f"{base}:escalate_dri", NotificationKind.ESCALATE_DRI, others,
             f"[pai] Escalated to you: {incident}",

@@ -62,6 +62,13 @@ def test_escalation_goes_to_the_other_dri_then_the_team_admins(oncall):
     assert len(mail.outbox) == 3
 
 
+def test_with_one_dri_per_shift_escalation_goes_to_the_next_shift(oncall):
+    sev1(oncall)  # alice's shift; bob has the next one
+    deadline = TUESDAY_10 + timedelta(minutes=30)
+    services.run_sla_sweep(deadline + timedelta(minutes=30))
+    assert recipients(NotificationKind.ESCALATE_DRI) == [["bob@example.com"]]
+
+
 def test_escalation_waits_in_monitoring_hours(oncall):
     # Opened Tuesday 17:45: the ack deadline is Wednesday 09:15, the first escalation 09:45.
     incident = sev1(oncall, now=datetime(2026, 1, 6, 17, 45, tzinfo=UTC))
