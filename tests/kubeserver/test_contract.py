@@ -14,6 +14,8 @@ import urllib3
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
+from tests.kubeserver.server import ApiError
+
 MERGE = "application/merge-patch+json"
 
 
@@ -1004,3 +1006,24 @@ def test_api_calls_record_what_rbac_would_check(kube_server, core, ns, node):
         ("", "pods", "patch"), ("", "pods/status", "patch"), ("", "pods/binding", "create"),
         ("", "pods/log", "get"), ("", "pods", "deletecollection"), ("scheduling.k8s.io", "priorityclasses", "list"),
     }
+
+
+# --------------------------------------------------------------------------- in-process hooks
+def test_in_process_reads_and_writes_match_the_api(kube_server, core, ns, node):
+    created = kube_server.create_object("pods", pod_body("a", node=node), namespace=ns)
+    assert created["kind"] == "Pod" and created["status"]["phase"] == "Pending"
+    assert core.read_namespaced_pod("a", ns).metadata.uid == created["metadata"]["uid"]
+    with pytest.raises(ApiError) as exc:
+        kube_server.create_object("pods", pod_body("a"), namespace=ns)
+    assert (exc.value.code, exc.value.reason) == (409, "AlreadyExists")
+    assert int(created["metadata"]["resourceVersion"]) == kube_server.resource_version
+    kube_server.record_event(ns, "a", "BackOff", "Back-off pulling image", event_type="Warning")
+    events = core.list_namespaced_event(ns, field_selector="reason=BackOff").items
+    assert [(e.type, e.involved_object.uid, e.source.component) for e in events] == [("Warning", created["metadata"]["uid"], "kubelet")]
+    copy_of_pod = kube_server.get_object("pods", "a", namespace=ns)
+    copy_of_pod["metadata"]["labels"] = {"changed": "locally"}
+    assert kube_server.get_object("pods", "a", namespace=ns)["metadata"]["labels"] == {}
+    assert kube_server.get_object("pods", "missing", namespace=ns) is None
+    assert [n["metadata"]["name"] for n in kube_server.list_objects("nodes")] == [node]
+    assert [p["metadata"]["name"] for p in kube_server.list_objects("pods", namespace=ns)] == ["a"]
+    assert kube_server.list_objects("pods", namespace="default") == []
