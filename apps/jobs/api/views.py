@@ -156,7 +156,9 @@ class JobListView(APIView):
     parser_classes = [YAMLTextParser, XYAMLTextParser, PlainTextParser, JSONParser]
 
     def get_throttles(self):
-        return [JobSubmitThrottle()] if self.request.method == "POST" else [JobListThrottle()]
+        # The API-wide limits, plus OpenPAI's per-user limits on submitting and listing jobs.
+        scoped = JobSubmitThrottle() if self.request.method == "POST" else JobListThrottle()
+        return [*super().get_throttles(), scoped]
 
     @extend_schema(
         operation_id="listJobs",
