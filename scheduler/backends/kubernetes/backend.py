@@ -1,0 +1,551 @@
+"""The Kubernetes backend: pai's pods as Kubernetes pods, bound to their placed nodes.
+
+Two watches (pods with pai's owner label, and nodes) run on threads of their own and
+keep in-memory caches plus a change feed; everything else runs on the caller's thread.
+
+- **Change feed.** Every pod watch event becomes one :class:`PodObservation` in an
+  ordered feed keyed by the pod's resourceVersion (the server's global counter), so a
+  cursor is a resourceVersion. A dropped watch resumes from the last version seen; a
+  ``410 Gone`` (history compacted) makes the watcher relist, and cursors older than the
+  relist are then refused with :class:`CursorExpiredError`, so the consumer relists too
+  (``poll(None)``) and misses no transition. ``poll`` first waits (briefly) until the
+  watch has caught up with this backend's own writes, so a pod created before ``poll``
+  is in its answer.
+- **Nodes** come from the node watch: allocatable devices, CPU and memory, labels
+  (SKU and topology keys configurable), health from the Ready condition and
+  ``spec.unschedulable``. ``on_node_change`` is called with each changed node on the
+  caller's thread (during ``poll`` and ``list_nodes``), never on the watch's.
+- **Creation** makes sure the tenant's namespace (with its ResourceQuota over
+  guaranteed pods, from ``namespace_quota``), the priority class, the image pull
+  secret and the storage claims exist, then creates the pod. 409 AlreadyExists returns
+  the existing pod; quota and admission-webhook refusals and an unreachable API are
+  :class:`TransientCreationError`; an invalid pod (400/422) or an unknown node is
+  :class:`PermanentCreationError`.
+- **Logs** come from the pod log endpoint: Kubernetes keeps one interleaved stream, so
+  ``stdout`` and ``stderr`` both answer it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+
+from kubernetes.watch.watch import iter_resp_lines
+
+from ...spec import PRIORITY_CLASSES
+from ..base import (
+    ClusterBackend,
+    CursorExpiredError,
+    LogStream,
+    NodeInfo,
+    PermanentCreationError,
+    PodConflictError,
+    PodEvent,
+    PodNotFoundError,
+    PodObservation,
+    PodSpec,
+    TransientCreationError,
+    is_valid_pod_name,
+)
+from . import manifests
+from .client import Backoff, KubeApi, KubeError, Unavailable
+from .manifests import LabelKeys, PodOptions
+
+log = logging.getLogger(__name__)
+
+NamespaceQuota = Callable[[str], "dict[str, str] | None"]
+
+
+class _Watcher:
+    """One watch loop on a thread: list, watch from the list's version, resume after a
+    drop, relist after 410. ``relist`` and ``apply`` are the owner's callbacks."""
+
+    def __init__(self, name, relist, open_stream, apply, stop: threading.Event, timeout_seconds: int):
+        self.name = name
+        self._relist, self._open, self._apply = relist, open_stream, apply
+        self._stop = stop
+        self.timeout_seconds = timeout_seconds
+        self.resource_version: str | None = None
+        self.response = None
+        self.relists = 0
+        self.reconnects = 0
+        self.thread = threading.Thread(target=self._run, name=f"pai-kube-{name}-watch", daemon=True)
+
+    def start(self, resource_version: str):
+        self.resource_version = resource_version
+        self.thread.start()
+
+    def _run(self):
+        failures = 0
+        while not self._stop.is_set():
+            try:
+                if self.resource_version is None:
+                    self.resource_version = self._relist()
+                    self.relists += 1
+                self.response = self._open(self.resource_version, self.timeout_seconds)
+                if self._stop.is_set():
+                    return
+                failures = 0
+                for line in iter_resp_lines(self.response):
+                    if self._stop.is_set():
+                        return
+                    event = json.loads(line)
+                    kind, obj = event.get("type"), event.get("object") or {}
+                    if kind == "ERROR":
+                        if obj.get("code") == 410:
+                            self.resource_version = None
+                        break
+                    version = (obj.get("metadata") or {}).get("resourceVersion")
+                    if kind != "BOOKMARK":
+                        self._apply(kind, obj)
+                    if version:
+                        self.resource_version = version
+                self.reconnects += 1
+            except KubeError as exc:
+                if exc.status == 410:
+                    self.resource_version = None
+                    continue
+                failures += 1
+                log.warning("%s watch: %s", self.name, exc)
+            except Exception as exc:  # a cut connection or a garbled line: resume from the last version
+                if self._stop.is_set():
+                    return
+                failures += 1
+                log.warning("%s watch interrupted: %s", self.name, exc)
+            finally:
+                response, self.response = self.response, None
+                if response is not None:
+                    response.close()
+            if failures:
+                self._stop.wait(min(2.0, 0.05 * 2 ** min(failures, 6)))
+
+    def close(self):
+        """Stop the loop (the owner set ``stop``): cut the stream it reads until it ends."""
+        deadline = time.monotonic() + 5
+        while self.thread.is_alive() and time.monotonic() < deadline:
+            response = self.response
+            if response is not None:
+                try:
+                    response.shutdown()
+                except Exception:  # a socket closed under another thread's read may complain
+                    pass
+            self.thread.join(timeout=0.05)
+
+
+class KubernetesBackend(ClusterBackend):
+    """See the module docstring. ``api`` is a :class:`KubeApi` (one per cluster)."""
+
+    def __init__(
+        self,
+        api: KubeApi,
+        *,
+        namespace_quota: NamespaceQuota | None = None,
+        pod_options: PodOptions = PodOptions(),
+        label_keys: LabelKeys = LabelKeys(),
+        device_resources: tuple[str, ...] = ("nvidia.com/gpu",),
+        on_node_change: Callable[[NodeInfo], None] | None = None,
+        watch_timeout_seconds: int = 300,
+        feed_limit: int = 200_000,
+        catch_up_seconds: float = 2.0,
+        quota_refresh_seconds: float = 300.0,
+    ):
+        self.api = api
+        self.namespace_quota = namespace_quota
+        self.pod_options = pod_options
+        self.label_keys = label_keys
+        self.device_resources = tuple(device_resources)
+        self.on_node_change = on_node_change
+        self.watch_timeout_seconds = watch_timeout_seconds
+        self.feed_limit = feed_limit
+        self.catch_up_seconds = catch_up_seconds
+        self.quota_refresh_seconds = quota_refresh_seconds
+        self._lock = threading.Condition()
+        self._stop = threading.Event()
+        self._started = False
+        # Pods: the watch's cache by name, and the feed (parallel lists, versions ascending).
+        self._pods: dict[str, dict] = {}
+        self._feed_versions: list[int] = []
+        self._feed: list[PodObservation] = []
+        self._floor = 0  # cursors below this were not followed by the current watch
+        self._seen = 0  # the highest pod resourceVersion the watch delivered or listed
+        self._written = 0  # the highest resourceVersion of this backend's own pod writes
+        # Nodes.
+        self._nodes: dict[str, NodeInfo] = {}
+        self._node_changes: deque[NodeInfo] = deque()
+        # What creation already made sure of.
+        self._namespaces: dict[str, float] = {}
+        self._priority_classes: set[str] = set()
+        self._secrets: set[tuple[str, str]] = set()
+        self._claims: set[tuple[str, str]] = set()
+        self._namespace_of: dict[str, str] = {}
+        self._pod_watch = _Watcher(
+            "pods", self._relist_pods, lambda rv, t: self.api.watch_pods(manifests.POD_SELECTOR, rv, t),
+            self._apply_pod_event, self._stop, watch_timeout_seconds,
+        )
+        self._node_watch = _Watcher(
+            "nodes", self._relist_nodes, self.api.watch_nodes, self._apply_node_event, self._stop, watch_timeout_seconds,
+        )
+
+    # -- the watches -----------------------------------------------------------------
+
+    def _ensure_started(self):
+        if self._started:
+            return
+        pods_rv = self._relist_pods()
+        nodes_rv = self._relist_nodes()
+        self._started = True
+        self._pod_watch.start(pods_rv)
+        self._node_watch.start(nodes_rv)
+
+    def _relist_pods(self) -> str:
+        items, version = self.api.list_pods(manifests.POD_SELECTOR)
+        with self._lock:
+            self._pods = {item["metadata"]["name"]: item for item in items}
+            for item in items:
+                self._namespace_of[item["metadata"]["name"]] = item["metadata"]["namespace"]
+            # Changes before the list were not followed: older cursors must relist.
+            self._floor = int(version)
+            self._seen = max(self._seen, int(version))
+            self._feed_versions.clear()
+            self._feed.clear()
+            self._lock.notify_all()
+        return version
+
+    def _apply_pod_event(self, kind: str, obj: dict):
+        meta = obj["metadata"]
+        version = int(meta["resourceVersion"])
+        deleted = kind == "DELETED"
+        observation = manifests.observation(obj, deleted=deleted)
+        with self._lock:
+            if deleted:
+                self._pods.pop(meta["name"], None)
+            else:
+                self._pods[meta["name"]] = obj
+                self._namespace_of[meta["name"]] = meta["namespace"]
+            self._feed_versions.append(version)
+            self._feed.append(observation)
+            if len(self._feed) > self.feed_limit:
+                # Forget the older half; cursors into it must relist.
+                cut = len(self._feed) // 2
+                self._floor = self._feed_versions[cut - 1]
+                del self._feed_versions[:cut], self._feed[:cut]
+            self._seen = max(self._seen, version)
+            self._lock.notify_all()
+
+    def _relist_nodes(self) -> str:
+        items, version = self.api.list_nodes()
+        fresh = {}
+        for item in items:
+            info = manifests.node_info(item, self.device_resources, self.label_keys)
+            fresh[info.name] = info
+        with self._lock:
+            for name, info in fresh.items():
+                if self._nodes.get(name) != info:
+                    self._node_changes.append(info)
+            for name, info in self._nodes.items():
+                if name not in fresh:
+                    self._node_changes.append(_gone(info))
+            self._nodes = fresh
+        return version
+
+    def _apply_node_event(self, kind: str, obj: dict):
+        info = manifests.node_info(obj, self.device_resources, self.label_keys)
+        with self._lock:
+            if kind == "DELETED":
+                self._nodes.pop(info.name, None)
+                self._node_changes.append(_gone(info))
+            elif self._nodes.get(info.name) != info:
+                self._nodes[info.name] = info
+                self._node_changes.append(info)
+
+    def _deliver_node_changes(self):
+        if self.on_node_change is None:
+            self._node_changes.clear()
+            return
+        while True:
+            try:
+                info = self._node_changes.popleft()
+            except IndexError:
+                return
+            self.on_node_change(info)
+
+    def _catch_up(self):
+        """Wait until the pod watch delivered this backend's own writes (bounded)."""
+        deadline = time.monotonic() + self.catch_up_seconds
+        with self._lock:
+            while self._seen < self._written:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return
+                self._lock.wait(left)
+
+    # -- ClusterBackend --------------------------------------------------------------
+
+    def list_nodes(self) -> list[NodeInfo]:
+        self._ensure_started()
+        self._deliver_node_changes()
+        with self._lock:
+            return [self._nodes[name] for name in sorted(self._nodes)]
+
+    def cursor(self) -> str:
+        self._ensure_started()
+        self._catch_up()
+        with self._lock:
+            return str(max(self._seen, self._floor))
+
+    def poll(self, since: str | None = None) -> list[PodObservation]:
+        self._ensure_started()
+        self._catch_up()
+        self._deliver_node_changes()
+        with self._lock:
+            if since is None:
+                return [manifests.observation(self._pods[name]) for name in sorted(self._pods)]
+            try:
+                version = int(since)
+            except (TypeError, ValueError):
+                raise CursorExpiredError(f"{since!r} is not a cursor of this backend") from None
+            if version < self._floor:
+                raise CursorExpiredError(f"cursor {since} is older than the pod watch ({self._floor}); relist")
+            start = bisect.bisect_right(self._feed_versions, version)
+            return self._feed[start:]
+
+    def list_pods(self, selector: dict[str, str] | None = None) -> list[PodObservation]:
+        self._ensure_started()
+        wanted = [manifests.POD_SELECTOR] + [f"{k}={v}" for k, v in sorted((selector or {}).items())]
+        items, _version = self.api.list_pods(",".join(wanted))
+        return sorted((manifests.observation(item) for item in items), key=lambda o: o.name)
+
+    def create_pod(self, spec: PodSpec) -> PodObservation:
+        if not is_valid_pod_name(spec.name):
+            raise PermanentCreationError(f"pod name {spec.name!r} is not a DNS label of at most 63 characters")
+        self._ensure_started()
+        try:
+            self._require_node(spec.node)
+            self._ensure_namespace(spec.namespace)
+            if spec.priority_class:
+                self._ensure_priority_class(spec.priority_class)
+            secrets = self._ensure_pull_secret(spec)
+            self._require_claims(spec)
+            body = manifests.pod(spec, self.pod_options, secrets)
+            try:
+                created = self.api.create_pod(spec.namespace, body)
+            except KubeError as exc:
+                if exc.status != 409:
+                    raise
+                # Ours from an earlier pass, or a create whose reply was lost: the existing pod wins.
+                created = self.api.get_pod(spec.namespace, spec.name)
+                if (created.get("metadata") or {}).get("deletionTimestamp"):
+                    raise TransientCreationError(f"pod {spec.name} is still being deleted") from exc
+        except Unavailable as exc:
+            raise TransientCreationError(f"the Kubernetes API is unavailable: {exc.message}") from exc
+        except KubeError as exc:
+            raise _creation_error(spec, exc) from exc
+        with self._lock:
+            self._namespace_of[spec.name] = spec.namespace
+            self._written = max(self._written, int(created["metadata"]["resourceVersion"]))
+        return manifests.observation(created)
+
+    def delete_pod(self, name: str, uid: str | None = None, grace_seconds: float | None = None) -> bool:
+        self._ensure_started()
+        namespace = self._find_namespace(name)
+        if namespace is None:
+            return False
+        grace = None if grace_seconds is None else max(0, int(round(grace_seconds)))
+        try:
+            self.api.delete_pod(namespace, name, grace_seconds=grace, uid=uid)
+        except KubeError as exc:
+            if exc.status == 404:
+                return False
+            if exc.status == 409:
+                raise PodConflictError(f"pod {name} is not the incarnation {uid}: {exc.message}") from exc
+            raise
+        return True
+
+    def read_log(self, name: str, tail_lines: int | None = None, stream: LogStream = "all") -> str:
+        namespace = self._find_namespace(name)
+        if namespace is None:
+            raise PodNotFoundError(name)
+        try:
+            return self.api.read_log(namespace, name, tail_lines)
+        except KubeError as exc:
+            if exc.status == 404:
+                raise PodNotFoundError(name) from exc
+            if exc.status == 400:  # the container has not started: nothing written yet
+                return ""
+            raise
+
+    def read_events(self, name: str) -> list[PodEvent]:
+        namespace = self._find_namespace(name)
+        if namespace is None:
+            return []
+        events = [manifests.event(item) for item in self.api.list_events(namespace, name)]
+        return sorted(events, key=lambda e: (e.at is None, e.at))
+
+    def forget_pod(self, name: str) -> None:
+        self._ensure_started()
+        with self._lock:
+            live = name in self._pods
+        if live or self._server_namespace(name) is not None:
+            raise PodConflictError(f"pod {name} is not deleted yet")
+        with self._lock:
+            self._namespace_of.pop(name, None)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._pod_watch.close()
+        self._node_watch.close()
+        self.api.close()
+
+    # -- statistics for tests and benchmarks -----------------------------------------
+
+    @property
+    def watch_stats(self) -> dict[str, int]:
+        return {
+            "pod_relists": self._pod_watch.relists,
+            "pod_reconnects": self._pod_watch.reconnects,
+            "node_relists": self._node_watch.relists,
+            "retries": self.api.retries,
+        }
+
+    # -- creation helpers ------------------------------------------------------------
+
+    def _require_node(self, node: str):
+        with self._lock:
+            known = node in self._nodes
+        if not known:
+            # The node watch may lag a node that just joined: ask once more.
+            self._relist_nodes()
+            with self._lock:
+                known = node in self._nodes
+        if not known:
+            raise PermanentCreationError(f"node {node!r} does not exist in the cluster")
+
+    def _ensure_namespace(self, namespace: str):
+        checked = self._namespaces.get(namespace)
+        if checked is not None and time.monotonic() - checked < self.quota_refresh_seconds:
+            return
+        if checked is None:
+            try:
+                self.api.get_namespace(namespace)
+            except KubeError as exc:
+                if exc.status != 404:
+                    raise
+                try:
+                    self.api.create_namespace(manifests.namespace(namespace))
+                except KubeError as created:
+                    if created.status != 409:
+                        raise
+        if self.namespace_quota is not None:
+            hard = self.namespace_quota(namespace)
+            if hard is not None:
+                self._ensure_quota(namespace, hard)
+        self._namespaces[namespace] = time.monotonic()
+
+    def _ensure_quota(self, namespace: str, hard: dict[str, str]):
+        guaranteed = [manifests.priority_class_name(n) for n, value in PRIORITY_CLASSES.items() if value >= 0]
+        body = manifests.resource_quota(hard, guaranteed)
+        try:
+            current = self.api.get_quota(namespace, manifests.QUOTA_NAME)
+        except KubeError as exc:
+            if exc.status != 404:
+                raise
+            try:
+                self.api.create_quota(namespace, body)
+                return
+            except KubeError as created:
+                if created.status != 409:
+                    raise
+                current = self.api.get_quota(namespace, manifests.QUOTA_NAME)
+        if (current.get("spec") or {}) != body["spec"]:
+            self.api.patch_quota(namespace, manifests.QUOTA_NAME, {"spec": body["spec"]})
+
+    def _ensure_priority_class(self, name: str):
+        if name in self._priority_classes:
+            return
+        full = manifests.priority_class_name(name)
+        try:
+            self.api.get_priority_class(full)
+        except KubeError as exc:
+            if exc.status != 404:
+                raise
+            try:
+                self.api.create_priority_class(manifests.priority_class(name))
+            except KubeError as created:
+                if created.status != 409:
+                    raise
+        self._priority_classes.add(name)
+
+    def _ensure_pull_secret(self, spec: PodSpec) -> list[str]:
+        auth = spec.image_pull_auth
+        if auth is None or not (auth.username or auth.password):
+            return []
+        name = manifests.pull_secret_name(auth.registry, auth.username, auth.password)
+        if (spec.namespace, name) not in self._secrets:
+            try:
+                self.api.get_secret(spec.namespace, name)
+            except KubeError as exc:
+                if exc.status != 404:
+                    raise
+                try:
+                    self.api.create_secret(
+                        spec.namespace, manifests.pull_secret(name, auth.registry, auth.username, auth.password)
+                    )
+                except KubeError as created:
+                    if created.status != 409:
+                        raise
+            self._secrets.add((spec.namespace, name))
+        return [name]
+
+    def _require_claims(self, spec: PodSpec):
+        for storage in spec.storage_mounts:
+            if storage.host_path or (spec.namespace, storage.claim) in self._claims:
+                continue
+            try:
+                self.api.get_pvc(spec.namespace, storage.claim)
+            except KubeError as exc:
+                if exc.status == 404:
+                    raise TransientCreationError(
+                        f"storage {storage.name}: persistent volume claim {storage.claim!r} does not exist in "
+                        f"namespace {spec.namespace}"
+                    ) from exc
+                raise
+            self._claims.add((spec.namespace, storage.claim))
+
+    # -- finding a pod's namespace ---------------------------------------------------
+
+    def _find_namespace(self, name: str) -> str | None:
+        with self._lock:
+            namespace = self._namespace_of.get(name)
+        return namespace if namespace is not None else self._server_namespace(name)
+
+    def _server_namespace(self, name: str) -> str | None:
+        items, _version = self.api.list_pods(manifests.POD_SELECTOR, field_selector=f"metadata.name={name}")
+        if not items:
+            return None
+        namespace = items[0]["metadata"]["namespace"]
+        with self._lock:
+            self._namespace_of[name] = namespace
+        return namespace
+
+
+def _gone(info: NodeInfo) -> NodeInfo:
+    """A deleted node, reported as not ready and not schedulable."""
+    return NodeInfo(info.name, info.ip, info.gpu, info.cpu, info.memory_mb, info.labels, ready=False, schedulable=False)
+
+
+def _creation_error(spec: PodSpec, exc: KubeError):
+    text = f"pod {spec.name}: {exc.status} {exc.reason}: {exc.message}"
+    if exc.status == 403 or "admission webhook" in exc.message:
+        # Quota exceeded, or an admission webhook refusing for now: may pass later.
+        return TransientCreationError(text)
+    if exc.status in (400, 422):
+        return PermanentCreationError(text)
+    return TransientCreationError(text)
+
+
+__all__ = ["Backoff", "KubernetesBackend", "LabelKeys", "PodOptions"]

@@ -1,0 +1,50 @@
+"""How a cluster's connection string becomes an API client.
+
+Formats (the Cluster row's ``connection``):
+
+- ``in-cluster``: the pod's service account (token and CA mounted by Kubernetes);
+- ``kubeconfig:<path>`` or ``kubeconfig:<path>#<context>``: a kubeconfig file, with its
+  current context or the named one.
+"""
+
+from __future__ import annotations
+
+from kubernetes import client as k8s
+from kubernetes import config as k8s_config
+
+from .client import Backoff, KubeApi
+
+IN_CLUSTER = "in-cluster"
+KUBECONFIG_PREFIX = "kubeconfig:"
+
+
+class ConnectionFormatError(ValueError):
+    pass
+
+
+def parse(connection: str) -> tuple[str, str | None, str | None]:
+    """``("in-cluster", None, None)`` or ``("kubeconfig", path, context or None)``."""
+    text = (connection or "").strip()
+    if text == IN_CLUSTER:
+        return IN_CLUSTER, None, None
+    if text.startswith(KUBECONFIG_PREFIX):
+        path, _, context = text[len(KUBECONFIG_PREFIX):].partition("#")
+        if not path:
+            raise ConnectionFormatError("kubeconfig: needs a file path, e.g. kubeconfig:/etc/pai/kubeconfig#prod")
+        return "kubeconfig", path, context or None
+    raise ConnectionFormatError(
+        f"unknown connection {connection!r}: use 'in-cluster' or 'kubeconfig:<path>[#context]'"
+    )
+
+
+def connect(connection: str, *, qps: float = 50.0, burst: int = 100, backoff: Backoff = Backoff()) -> KubeApi:
+    """One API client for one cluster. urllib3's own retries are off: :class:`KubeApi`
+    retries with its own bounded backoff and sees every 429 and 5xx."""
+    kind, path, context = parse(connection)
+    configuration = k8s.Configuration()
+    if kind == IN_CLUSTER:
+        k8s_config.load_incluster_config(client_configuration=configuration)
+    else:
+        k8s_config.load_kube_config(config_file=path, context=context, client_configuration=configuration)
+    configuration.retries = False
+    return KubeApi(k8s.ApiClient(configuration), qps=qps, burst=burst, backoff=backoff)
