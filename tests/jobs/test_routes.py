@@ -85,10 +85,15 @@ def test_bad_list_parameters_are_400_naming_the_parameter(world, api, query, mes
     assert response.json()["message"] == message
 
 
-def test_anonymous_requests_are_401(world, api, jobs):
-    response = api(None).get("/api/v2/jobs")
-    assert response.status_code in (401, 403)
-    assert response.json()["code"] in ("UnauthorizedUserError", "ForbiddenUserError")
+@pytest.mark.parametrize("method,path", [
+    ("get", "/api/v2/jobs"), ("post", "/api/v2/jobs"), ("get", "/api/v2/jobs/a_member~first"),
+    ("get", "/api/v2/jobs/a_member~first/config"), ("put", "/api/v2/jobs/a_member~first/executionType"),
+])
+def test_anonymous_requests_are_401(world, api, jobs, method, path):
+    response = getattr(api(None), method)(path)
+    assert response.status_code == 401
+    assert response.json()["code"] == "UnauthorizedUserError"
+    assert Job.objects.get(pk=jobs["first"].pk).execution_type == "START"
 
 
 def test_stopping_a_job_without_pods_ends_it_stopped(world, api, jobs):
