@@ -65,3 +65,19 @@ class IncidentFilterForm(forms.Form):
     severity = forms.ChoiceField(choices=[("", "Any severity")] + [(v, f"Sev {v}") for v in Severity.values], required=False)
     cluster_class = forms.ChoiceField(choices=[("", "Any cluster class")] + list(ClusterClass.choices), required=False)
     source = forms.ChoiceField(choices=[("", "Any source")] + list(IncidentSource.choices), required=False)
+
+
+class OverrideForm(forms.Form):
+    user = forms.ModelChoiceField(queryset=User.objects.filter(is_active=True).order_by("username"),
+                                  to_field_name="username", label="Who covers")
+    replaces = forms.ModelChoiceField(queryset=User.objects.order_by("username"), to_field_name="username",
+                                      label="For whom")
+    starts_at = forms.DateTimeField(label="From", widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
+    ends_at = forms.DateTimeField(label="To", widget=forms.DateTimeInput(attrs={"type": "datetime-local"}))
+    reason = forms.CharField(max_length=200, required=False)
+
+    def __init__(self, *args, rotation=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        if rotation is not None:
+            members = User.objects.filter(rotation_memberships__rotation=rotation).order_by("username")
+            self.fields["replaces"].queryset = members

@@ -10,5 +10,6 @@ urlpatterns = [
     path("incidents/<int:pk>/<str:action>/", views.incident_action, name="incident-action"),
     path("follow-ups/<int:pk>/done/", views.follow_up_done, name="follow-up-done"),
     path("rotations/", views.rotation_calendar, name="rotations"),
+    path("rotations/<int:pk>/overrides/", views.rotation_override, name="rotation-override"),
     path("dashboard/", views.sla_dashboard, name="dashboard"),
 ]

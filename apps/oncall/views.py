@@ -11,7 +11,7 @@ from django.views.decorators.http import require_POST
 
 from . import reports, services
 from .choices import OPEN_STATUSES, IncidentStatus
-from .forms import IncidentFilterForm, IncidentReportForm, NoteForm, ReviewForm, SeverityForm, UpdateForm
+from .forms import IncidentFilterForm, IncidentReportForm, NoteForm, OverrideForm, ReviewForm, SeverityForm, UpdateForm
 from .models import FollowUp, Incident, Rotation
 from .querysets import is_responder
 
@@ -164,7 +164,7 @@ def follow_up_done(request, pk):
 
 
 @login_required
-def rotation_calendar(request):
+def rotation_calendar(request, override_form=None, override_rotation=None):
     now = timezone.now()
     rotations = Rotation.objects.visible_to(request.user).select_related("tenant")
     on_call = services.on_call(now, rotations)
@@ -175,8 +175,30 @@ def rotation_calendar(request):
             "dris": dris,
             "shifts": services.upcoming_shifts(rotation, 8, now),
             "share": services.fair_share(rotation, now - timedelta(days=90), now),
+            "override_form": override_form if rotation == override_rotation else OverrideForm(
+                rotation=rotation, initial={"replaces": request.user.get_username()}
+            ),
         })
     return render(request, "oncall/rotations.html", {"calendars": calendars, "now": now})
+
+
+@login_required
+@require_POST
+def rotation_override(request, pk):
+    rotation = get_object_or_404(Rotation.objects.visible_to(request.user), pk=pk)
+    form = OverrideForm(request.POST, rotation=rotation)
+    if form.is_valid():
+        try:
+            services.add_override(rotation, request.user, **form.cleaned_data)
+        except PermissionDenied as exc:
+            return render(request, "oncall/error.html", {"message": str(exc)}, status=403)
+        except ValidationError as exc:
+            messages.error(request, _error_text(exc))
+        else:
+            data = form.cleaned_data
+            messages.success(request, f"{data['user']} covers for {data['replaces']}.")
+            return redirect("oncall:rotations")
+    return rotation_calendar(request, override_form=form, override_rotation=rotation)
 
 
 @login_required

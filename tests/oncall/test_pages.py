@@ -217,3 +217,24 @@ def test_admin_change_pages_render(client, on_shift):
     assert client.get(f"/admin/oncall/rotation/{on_shift.rotation.pk}/change/").status_code == 200
     assert client.get("/admin/oncall/alertroute/add/").status_code == 200
     assert client.get("/admin/oncall/incident/add/").status_code == 403  # incidents open through services
+
+
+def test_member_arranges_cover_on_the_rotation_page(client, on_shift):
+    url = f"/oncall/rotations/{on_shift.rotation.pk}/overrides/"
+    now = timezone.now()
+    window = {"starts_at": (now - timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M"),
+              "ends_at": (now + timedelta(hours=2)).strftime("%Y-%m-%dT%H:%M")}
+    client.force_login(on_shift.a_member)
+    assert client.post(url, {"user": "a_member", "replaces": "alice", **window}).status_code == 403
+    client.force_login(on_shift.alice)
+    page = client.get("/oncall/rotations/").content.decode()
+    assert "Arrange cover" in page
+    bad = client.post(url, {"user": "bob", "replaces": "alice", "starts_at": window["ends_at"], "ends_at": window["starts_at"]})
+    assert bad.status_code == 200 and "ends_at: An override must end after it starts." in bad.content.decode()
+    assert services.current_dris() == [on_shift.alice]
+    invalid = client.post(url, {"user": "bob", "replaces": "nobody", **window})
+    assert invalid.status_code == 200 and "Select a valid choice" in invalid.content.decode()
+    response = client.post(url, {"user": "bob", "replaces": "alice", "reason": "doctor", **window}, follow=True)
+    assert "bob covers for alice." in response.content.decode()
+    assert services.current_dris() == [on_shift.bob]
+    assert "On call now:</strong>\n    bob" in response.content.decode()
