@@ -44,7 +44,8 @@ class Allocation:
 @dataclass(frozen=True)
 class Preemption:
     """``lazy``: the victim keeps running, demoted to opportunistic; otherwise it is
-    killed (the engine has already released its cells)."""
+    killed (the engine has already released its cells). A job demoted by one gang may be
+    killed by a later one in the same cycle: then it is listed twice, in that order."""
 
     job_id: str
     lazy: bool

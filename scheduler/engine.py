@@ -37,6 +37,7 @@ from .queue import (
     clock,
     cycle_order,
     describe_pods,
+    reserved_by_others,
 )
 from .quota import VcState, check_safety, resolve_quotas
 from .restore import Restorer
@@ -461,7 +462,7 @@ class Engine:
     ) -> Reservation | None:
         """Hold the devices the gang would take if the jobs it competes with were gone."""
         vc = self.vcs[gang.vc]
-        _, blocked = blocked_for(gang, reservations, float("-inf"))
+        blocked = reserved_by_others(gang, reservations)
         mark = self.topology.mark()
         competitors = [
             j

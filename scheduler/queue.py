@@ -42,11 +42,19 @@ def blocked_for(gang: GangRequest, reservations: Iterable[Reservation], now: flo
     tuple[str, ...], dict[int, frozenset[int]]
 ]:
     """The reservations a gang must keep out of, and the devices they cover."""
+    return _merge(r for r in reservations if r.job_id != gang.job_id and not r.admits(gang, now))
+
+
+def reserved_by_others(gang: GangRequest, reservations: Iterable[Reservation]) -> dict[int, frozenset[int]]:
+    """Every device reserved for another gang, backfill or not: where a new reservation
+    must not go."""
+    return _merge(r for r in reservations if r.job_id != gang.job_id)[1]
+
+
+def _merge(reservations: Iterable[Reservation]) -> tuple[tuple[str, ...], dict[int, frozenset[int]]]:
     ids = []
     merged: dict[int, frozenset[int]] = {}
     for r in reservations:
-        if r.job_id == gang.job_id or r.admits(gang, now):
-            continue
         ids.append(r.job_id)
         for node_id, devices in r.devices:
             merged[node_id] = merged.get(node_id, frozenset()) | devices

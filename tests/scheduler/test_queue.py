@@ -3,7 +3,7 @@ positions, maximum runtime."""
 
 from scheduler import Engine
 
-from .helpers import a100_cluster, gang, placed, rack, vc, waiting
+from .helpers import a100_cluster, gang, nodes_of, placed, rack, vc, waiting
 
 HOUR = 3600.0
 
@@ -125,3 +125,21 @@ def test_reservation_without_a_known_end_lets_no_job_backfill():
         "blocked behind the reservation for job big on n1 until its running jobs finish "
         "(they declared no maximum runtime); this job's maximum runtime would end later"
     )
+
+
+def test_two_starving_gangs_reserve_different_nodes():
+    engine = Engine(a100_cluster(rack("r1", "n1", "n2")), [vc("team", ("A100-NODE", 2))], starvation_threshold=HOUR)
+    engine.schedule([gang("run1", "team", (1, 6), max_runtime=2 * HOUR),
+                     gang("run2", "team", (1, 6), at=1, max_runtime=3 * HOUR)], now=0)
+    assert [(a.job_id, a.pods[0].node) for a in engine.allocations()] == [("run1", "n1"), ("run2", "n2")]
+
+    result = engine.schedule([
+        gang("big1", "team", (1, 8), at=0, max_runtime=HOUR),
+        gang("big2", "team", (1, 8), at=1, max_runtime=HOUR),
+        gang("mid", "team", (1, 2), at=10, max_runtime=1.5 * HOUR),
+        gang("late", "team", (1, 2), at=11, max_runtime=3 * HOUR),
+    ], now=HOUR)
+
+    # "mid" ends at 2:30: before big2's node frees up (3:00), not before big1's (2:00).
+    assert nodes_of(result, "mid") == ["n2"]
+    assert waiting(result)["late"].startswith("blocked behind the reservation for job big1 on n1 until ~02:00 UTC")
