@@ -254,3 +254,11 @@ def test_list_rows_have_exactly_the_documented_summary_fields(world, api, jobs):
     first = next(row for row in rows if row["name"] == "first")
     assert first["tags"] == ["baseline"]
     assert first["debugId"] == jobs["first"].debug_id
+
+
+def test_routes_answer_with_a_trailing_slash_too(world, api, jobs):
+    client = api(world.a_member)
+    assert _names(client.get("/api/v2/jobs/")) == ["third", "second", "first"]
+    assert client.get("/api/v2/jobs/a_member~first/").json()["name"] == "first"
+    response = client.put("/api/v2/jobs/a_member~first/executionType/", {"value": "STOP"}, format="json")
+    assert response.status_code == 202

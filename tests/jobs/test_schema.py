@@ -21,6 +21,7 @@ def test_every_job_route_is_described_with_the_yaml_body(db):
     for path, methods in JOB_PATHS.items():
         assert path in paths, path
         assert methods <= set(paths[path]), (path, set(paths[path]))
+    assert not [p for p in paths if p.startswith("/api/v2/jobs") and p.endswith("/")]  # slash twins described once
     task = [p for p in paths if p.startswith("/api/v2/jobs/{username}~{name}/attempts/")]
     assert len(task) == 3  # task attempts, log locations, log text
     submit = paths["/api/v2/jobs"]["post"]

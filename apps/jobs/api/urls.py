@@ -1,4 +1,8 @@
-"""OpenPAI's job routes under /api/v2/. `{user}~{job}` names a job; user names hold no `~`."""
+"""OpenPAI's job routes under /api/v2/. `{user}~{job}` names a job; user names hold no `~`.
+
+Each route also answers with a trailing slash, as OpenPAI's REST server did (see
+`pai.api.routing`); the schema describes it once.
+"""
 
 from django.urls import path, re_path
 
@@ -7,16 +11,22 @@ from . import views
 JOB = r"^jobs/(?P<username>[^/~]+)~(?P<name>[^/]+)"
 TASK = JOB + r"/attempts/(?P<attempt_index>\d+)/taskRoles/(?P<task_role>[^/]+)/taskIndex/(?P<task_index>\d+)/attempts"
 
+
+def _route(pattern, view, name):
+    return [re_path(pattern + "$", view, name=name), re_path(pattern + "/$", view)]
+
+
 urlpatterns = [
     path("jobs", views.JobListView.as_view(), name="job-list"),
-    re_path(JOB + r"$", views.JobDetailView.as_view(), name="job-detail"),
-    re_path(JOB + r"/config$", views.JobConfigView.as_view(), name="job-config"),
-    re_path(JOB + r"/executionType$", views.JobExecutionTypeView.as_view(), name="job-execution-type"),
-    re_path(JOB + r"/tag$", views.JobTagView.as_view(), name="job-tag"),
-    re_path(JOB + r"/events$", views.JobEventsView.as_view(), name="job-events"),
-    re_path(JOB + r"/job-attempts$", views.JobAttemptListView.as_view(), name="job-attempts"),
-    re_path(JOB + r"/job-attempts/(?P<attempt_index>\d+)$", views.JobAttemptDetailView.as_view(), name="job-attempt"),
-    re_path(TASK + r"$", views.TaskAttemptsView.as_view(), name="task-attempts"),
-    re_path(TASK + r"/(?P<task_attempt_index>\d+)/logs$", views.TaskAttemptLogsView.as_view(), name="task-logs"),
-    re_path(TASK + r"/(?P<task_attempt_index>\d+)/logs/all$", views.TaskAttemptLogView.as_view(), name="task-log"),
+    path("jobs/", views.JobListView.as_view()),
+    *_route(JOB, views.JobDetailView.as_view(), "job-detail"),
+    *_route(JOB + r"/config", views.JobConfigView.as_view(), "job-config"),
+    *_route(JOB + r"/executionType", views.JobExecutionTypeView.as_view(), "job-execution-type"),
+    *_route(JOB + r"/tag", views.JobTagView.as_view(), "job-tag"),
+    *_route(JOB + r"/events", views.JobEventsView.as_view(), "job-events"),
+    *_route(JOB + r"/job-attempts", views.JobAttemptListView.as_view(), "job-attempts"),
+    *_route(JOB + r"/job-attempts/(?P<attempt_index>\d+)", views.JobAttemptDetailView.as_view(), "job-attempt"),
+    *_route(TASK, views.TaskAttemptsView.as_view(), "task-attempts"),
+    *_route(TASK + r"/(?P<task_attempt_index>\d+)/logs", views.TaskAttemptLogsView.as_view(), "task-logs"),
+    *_route(TASK + r"/(?P<task_attempt_index>\d+)/logs/all", views.TaskAttemptLogView.as_view(), "task-log"),
 ]
