@@ -158,3 +158,18 @@ def test_the_default_vc_is_the_first_granted_one_by_name(world, api):
     assert response.status_code == 202, response.json()
     assert response.json()["virtualCluster"] == "team_b"
     assert Job.objects.get().tenant == world.tenant_b
+
+
+def test_an_openpai_client_logs_in_and_submits_with_its_bearer_token(world):
+    from rest_framework.test import APIClient
+
+    client = APIClient()
+    login = client.post("/api/v2/authn/basic/login", {"username": "a_member", "password": world.password})
+    assert login.status_code == 200, login.content
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {login.json()['token']}")
+
+    response = client.post("/api/v2/jobs", jobfile("distributed_tf.yaml"), content_type="text/yaml")
+    assert response.status_code == 202, response.json()
+    assert [job["name"] for job in client.get("/api/v2/jobs").json()] == ["tf_distributed_cifar10"]
+    config = client.get("/api/v2/jobs/a_member~tf_distributed_cifar10/config")
+    assert yaml.safe_load(config.content)["name"] == "tf_distributed_cifar10"
