@@ -42,7 +42,10 @@ def issue_login_token(user, expiration_seconds=None):
     seconds = DEFAULT_LOGIN_TOKEN_SECONDS if expiration_seconds is None else expiration_seconds
     if not 1 <= seconds <= MAX_LOGIN_TOKEN_SECONDS:
         raise ValidationError({"expiration": f"Must be between 1 and {MAX_LOGIN_TOKEN_SECONDS} seconds."})
-    row, token = _issue_token(user, application=False, expires_at=timezone.now() + timedelta(seconds=seconds))
+    now = timezone.now()
+    # Expired tokens are useless; dropping the user's at each login keeps the table from growing forever.
+    ApiToken.objects.filter(user=user, expires_at__lte=now).delete()
+    row, token = _issue_token(user, application=False, expires_at=now + timedelta(seconds=seconds))
     record(user, "token.login", row, changes={"expires_at": row.expires_at.isoformat()})
     return row, token
 

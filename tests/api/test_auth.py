@@ -104,6 +104,13 @@ def test_expired_token_is_refused(world):
     assert response["WWW-Authenticate"].startswith("Bearer")
 
 
+def test_logging_in_drops_your_expired_tokens(world):
+    login(world, expiration=60)
+    with mock.patch("django.utils.timezone.now", return_value=timezone.now() + timedelta(seconds=120)):
+        login(world)
+    assert ApiToken.objects.filter(user=world.a_member).count() == 1
+
+
 def test_expired_tokens_are_not_listed(world, client_for):
     client = client_for(world.a_member)
     login(world, expiration=60)
