@@ -150,18 +150,23 @@ def test_kubernetes_pods_are_admin_only_and_come_from_task_attempts(world, clien
     job = running_job(world)
     attempt = JobAttempt.objects.create(job=job, index=0, state=JobState.RUNNING)
     task = Task.objects.create(job_attempt=attempt, task_role="worker", index=1, state=JobState.RUNNING)
-    TaskAttempt.objects.create(task=task, index=0, state=JobState.RUNNING, pod_name="a-member-train-worker-1",
+    TaskAttempt.objects.create(task=task, index=2, state=JobState.RUNNING, pod_name="a-member-train-worker-1",
                                node_name="gpu-node-1", ip="10.0.0.11")
-    TaskAttempt.objects.create(task=task, index=1, state=JobState.WAITING)
+    TaskAttempt.objects.create(task=task, index=3, state=JobState.WAITING)
     assert_error(clients["a_admin"].get("/api/v2/kubernetes/pods"), 403, "ForbiddenUserError")
     body = clients["root"].get("/api/v2/kubernetes/pods").json()
     assert body["kind"] == "PodList"
     (pod,) = body["items"]
     assert pod["metadata"]["name"] == "a-member-train-worker-1"
-    assert pod["metadata"]["labels"] == {"pai.taskrole": "worker", "pai.task-index": "1", "pai.attempt": "0"}
+    key = f"pai-{job.pk}-{int(job.submitted_at.timestamp())}"
+    assert pod["metadata"]["labels"] == {"pai.job": key, "pai.taskrole": "worker", "pai.task-index": "1",
+                                         "pai.attempt": "0", "pai.task-attempt": "2"}
+    assert pod["metadata"]["namespace"] == "pai-team-a"
     assert pod["metadata"]["annotations"] == {"pai/job": "a_member~train"}
     assert pod["spec"]["nodeName"] == "gpu-node-1" and pod["status"]["phase"] == "Running"
-    assert clients["root"].get("/api/v2/kubernetes/pods?namespace=kube-system").json()["items"] == []
+    assert len(clients["root"].get("/api/v2/kubernetes/pods?namespace=pai-team-a").json()["items"]) == 1
+    for other in ("pai-team-b", "kube-system"):
+        assert clients["root"].get(f"/api/v2/kubernetes/pods?namespace={other}").json()["items"] == []
 
 
 # --- Native routes --------------------------------------------------------------------

@@ -1,7 +1,6 @@
 """`/api/v2/kubernetes/*`: OpenPAI proxied Kubernetes' own lists; pai answers in the same JSON shape
 from its inventory (nodes, as the worker last saw them) and its task attempts (pods)."""
 
-from django.conf import settings
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.response import Response
@@ -9,6 +8,8 @@ from rest_framework.response import Response
 from apps.clusters.models import Node
 from apps.jobs.choices import JobState
 from apps.jobs.models import TaskAttempt
+from apps.jobs.worker.launch import job_key
+from scheduler.backends import pod_labels
 from pai.api.permissions import IsPlatformAdmin
 from pai.api.views import ApiView, ErrorSerializer
 
@@ -48,10 +49,11 @@ POD_EXAMPLE = {
     "items": [
         {
             "metadata": {
-                "name": "alice-train-worker-0-0",
-                "namespace": "default",
+                "name": "pai-42-1764670000-worker-3f2a9c1e-0-0",
+                "namespace": "pai-team-a",
                 "uid": "5b0c…",
-                "labels": {"pai.taskrole": "worker", "pai.task-index": "0", "pai.attempt": "0"},
+                "labels": {"pai.job": "pai-42-1764670000", "pai.taskrole": "worker", "pai.task-index": "0",
+                           "pai.attempt": "0", "pai.task-attempt": "0"},
                 "annotations": {"pai/job": "alice~train"},
             },
             "spec": {"nodeName": "gpu-node-1"},
@@ -91,8 +93,9 @@ def _node(node):
     }
 
 
-def _namespace():
-    return getattr(settings, "PAI_KUBERNETES_NAMESPACE", "default")
+def _namespace(job):
+    # Where the worker creates a job's pods: one namespace per team.
+    return f"pai-{job.tenant.slug}"
 
 
 def _pod(attempt):
@@ -101,13 +104,9 @@ def _pod(attempt):
     return {
         "metadata": {
             "name": attempt.pod_name,
-            "namespace": _namespace(),
+            "namespace": _namespace(job),
             "uid": attempt.pod_uid,
-            "labels": {
-                "pai.taskrole": task.task_role,
-                "pai.task-index": str(task.index),
-                "pai.attempt": str(task.job_attempt.index),
-            },
+            "labels": pod_labels(job_key(job), task.task_role, task.index, task.job_attempt.index, attempt.index),
             "annotations": {"pai/job": f"{job.owner.username}~{job.name}"},
         },
         "spec": {"nodeName": attempt.node_name},
@@ -141,22 +140,27 @@ class KubernetesPodListView(ApiView):
         operation_id="getK8sPods",
         summary="Job pods, in Kubernetes' PodList shape (platform admins).",
         description="The pods of pai's task attempts that have not completed, from the database (not read from "
-        "Kubernetes): system pods and pods pai did not create are not listed.",
-        parameters=[OpenApiParameter("namespace", OpenApiTypes.STR, description="Only pods of this namespace.")],
+        "Kubernetes): system pods and pods pai did not create are not listed. Each team's pods live in the "
+        "namespace pai-<team slug>; the `pai/job` annotation names the job as OpenPAI does (user~name).",
+        parameters=[OpenApiParameter("namespace", OpenApiTypes.STR,
+                                     description="Only pods of this namespace (pai-<team slug>).")],
         responses={200: OpenApiResponse(OpenApiTypes.OBJECT, description="A Kubernetes PodList"),
                    401: OpenApiResponse(ErrorSerializer, description="UnauthorizedUserError"),
                    403: OpenApiResponse(ErrorSerializer, description="ForbiddenUserError")},
         examples=[OpenApiExample("Pods", value=POD_EXAMPLE, response_only=True)],
     )
     def get(self, request):
+        attempts = (
+            TaskAttempt.objects.visible_to(request.user)
+            .exclude(pod_name="")
+            .filter(completed_at__isnull=True)
+            .select_related("task__job_attempt__job__owner", "task__job_attempt__job__tenant")
+            .order_by("pod_name")
+        )
         namespace = request.query_params.get("namespace")
-        attempts = []
-        if namespace in (None, "", _namespace()):
-            attempts = (
-                TaskAttempt.objects.visible_to(request.user)
-                .exclude(pod_name="")
-                .filter(completed_at__isnull=True)
-                .select_related("task__job_attempt__job__owner")
-                .order_by("pod_name")
-            )
+        if namespace:
+            if not namespace.startswith("pai-"):
+                attempts = attempts.none()
+            else:
+                attempts = attempts.filter(task__job_attempt__job__tenant__slug=namespace.removeprefix("pai-"))
         return Response({"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": [_pod(a) for a in attempts]})
