@@ -557,9 +557,35 @@ class KubeServer:
                 for name, value in self._pod_usage(pod).items():
                     totals[name] = totals.get(name, Decimal(0)) + sign * value
 
+    @staticmethod
+    def _quota_selects(quota, pod):
+        """Whether a pod is in the quota's scope; of the scopes only `PriorityClass` is served."""
+        expressions = ((quota.get("spec") or {}).get("scopeSelector") or {}).get("matchExpressions") or []
+        value = (pod.get("spec") or {}).get("priorityClassName")
+        for expression in expressions:
+            if expression.get("scopeName") != "PriorityClass":
+                continue
+            operator, values = expression.get("operator"), expression.get("values") or []
+            if (operator == "In" and value not in values) or (operator == "NotIn" and value in values):
+                return False
+            if (operator == "Exists" and not value) or (operator == "DoesNotExist" and value):
+                return False
+        return True
+
+    def _quota_totals(self, namespace, quota):
+        """Usage of the namespace's non-terminal pods the quota covers."""
+        if not ((quota.get("spec") or {}).get("scopeSelector") or {}).get("matchExpressions"):
+            return self._usage.get(namespace, {})
+        totals = {}
+        for (ns, _name), pod in self._objects["pods"].items():
+            if ns == namespace and self._counts_against_quota(pod) and self._quota_selects(quota, pod):
+                for name, value in self._pod_usage(pod).items():
+                    totals[name] = totals.get(name, Decimal(0)) + value
+        return totals
+
     def _quota_used(self, namespace, quota):
         hard = (quota.get("spec") or {}).get("hard") or {}
-        totals = self._usage.get(namespace, {})
+        totals = self._quota_totals(namespace, quota)
         return {name: format_quantity(totals.get(name, Decimal(0))) for name in hard}
 
     def _admit_pod_quota(self, pod):
@@ -567,7 +593,7 @@ class KubeServer:
         name = pod["metadata"].get("name")
         requested = self._pod_usage(pod)
         for (ns, quota_name), quota in sorted(self._objects["resourcequotas"].items()):
-            if ns != namespace:
+            if ns != namespace or not self._quota_selects(quota, pod):
                 continue
             hard = {k: parse_quantity(v) for k, v in ((quota.get("spec") or {}).get("hard") or {}).items()}
             missing = []
@@ -589,7 +615,7 @@ class KubeServer:
                     f'pods "{name}" is forbidden: failed quota: {quota_name}: must specify {"; ".join(missing)}',
                     {"name": name, "kind": "pods"},
                 )
-            totals = self._usage.get(namespace, {})
+            totals = self._quota_totals(namespace, quota)
             used = {k: totals.get(k, Decimal(0)) for k in hard}
             exceeded = sorted(k for k in hard if requested.get(k, 0) > 0 and used[k] + requested[k] > hard[k])
             if exceeded:

@@ -774,6 +774,28 @@ def test_quota_on_limits_and_cpu_requires_them_to_be_specified(core, ns):
     assert "requested: limits.nvidia.com/gpu=1,requests.cpu=1500m, used: limits.nvidia.com/gpu=1,requests.cpu=1500m" in status_of(exc.value)["message"]
 
 
+def test_a_quota_scoped_to_priority_classes_counts_only_their_pods(kube_server, core, ns, node):
+    scope = {"matchExpressions": [{"scopeName": "PriorityClass", "operator": "In", "values": ["high"]}]}
+    core.create_namespaced_resource_quota(
+        ns, {"metadata": {"name": "q"}, "spec": {"hard": {"requests.nvidia.com/gpu": "2"}, "scopeSelector": scope}}
+    )
+    for name in ("high", "low"):
+        kube_server.create_object("priorityclasses", {"metadata": {"name": name}, "value": 10 if name == "high" else 1})
+
+    def prioritised(name, priority, gpus):
+        body = pod_body(name, node=node, gpus=gpus)
+        body["spec"]["priorityClassName"] = priority
+        return body
+
+    core.create_namespaced_pod(ns, prioritised("a", "high", 2))
+    core.create_namespaced_pod(ns, prioritised("b", "low", 4))  # outside the scope
+    core.create_namespaced_pod(ns, pod_body("c", node=node, gpus=1))  # no class: outside too
+    with pytest.raises(ApiException) as exc:
+        core.create_namespaced_pod(ns, prioritised("d", "high", 1))
+    assert exc.value.status == 403 and "exceeded quota: q" in status_of(exc.value)["message"]
+    assert core.read_namespaced_resource_quota("q", ns).status.used == {"requests.nvidia.com/gpu": "2"}
+
+
 def test_resource_quota_update_and_patch(core, ns):
     quota = core.create_namespaced_resource_quota(ns, {"metadata": {"name": "q"}, "spec": {"hard": {"pods": "1"}}})
     quota.spec.hard = {"pods": "5"}
