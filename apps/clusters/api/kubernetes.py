@@ -9,9 +9,9 @@ from apps.clusters.models import Node
 from apps.jobs.choices import JobState
 from apps.jobs.models import TaskAttempt
 from apps.jobs.worker.launch import job_key
-from scheduler.backends import pod_labels
 from pai.api.permissions import IsPlatformAdmin
 from pai.api.views import ApiView, ErrorSerializer
+from scheduler.backends import pod_labels
 
 POD_PHASES = {
     JobState.WAITING: "Pending",
