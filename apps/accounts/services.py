@@ -144,11 +144,15 @@ def create_user(
 
 
 @transaction.atomic
-def update_user(actor, user, *, email=UNSET, password=UNSET, admin=UNSET, virtual_clusters=UNSET, extension=UNSET):
+def update_user(
+    actor, user, *, email=UNSET, password=UNSET, admin=UNSET, virtual_clusters=UNSET, extension=UNSET,
+    kept_groups=None,
+):
     """Change what OpenPAI's `PUT /users` changes; unset arguments stay as they are.
 
     `virtual_clusters` replaces the user's VC groups (the VCs' same-named groups) and
-    leaves their other groups alone. A new password revokes the user's login tokens.
+    leaves their other groups alone, and those in `kept_groups` (a queryset: groups the
+    actor may not touch). A new password revokes the user's login tokens.
     """
     changes = {}
     if email is not UNSET and email != user.email:
@@ -171,6 +175,8 @@ def update_user(actor, user, *, email=UNSET, password=UNSET, admin=UNSET, virtua
         wanted = _vc_groups(virtual_clusters)
         current = set(user.groups.filter(name__in=vc_group_names()).values_list("name", flat=True))
         remove = current - {g.name for g in wanted}
+        if kept_groups is not None:
+            remove -= set(kept_groups.values_list("name", flat=True))
         user.groups.remove(*Group.objects.filter(name__in=remove))
         user.groups.add(*wanted)
         _join_tenants(actor, user, wanted)

@@ -158,6 +158,16 @@ def test_tenant_admin_updates_their_members_but_not_others(world, clients):
     assert_error(clients["a_admin"].put("/api/v2/users", patch, format="json"), 400, "NoVirtualClusterError")
 
 
+def test_tenant_admin_setting_vcs_leaves_other_teams_vc_groups(world, clients):
+    world.a_member.groups.add(world.group_b)
+    f.GroupFactory(name="team_a2", tenant=world.tenant_a)
+    vc = f.VirtualClusterFactory(name="team_a2", tenant=world.tenant_a, cluster=world.cluster)
+    f.VirtualClusterGrantFactory(virtual_cluster=vc, group=world.tenant_a.groups.get(name="team_a2"))
+    patch = {"data": {"username": "a_member", "virtualCluster": ["team_a2"]}, "patch": True}
+    assert clients["a_admin"].put("/api/v2/users", patch, format="json").status_code == 201
+    assert user_json(clients["root"], "a_member")["grouplist"] == ["default", "team_a2", "team_b"]
+
+
 def test_tenant_admin_cannot_change_a_user_who_is_also_in_another_team(world, clients):
     f.MembershipFactory(tenant=world.tenant_b, user=world.a_member)
     patch = {"data": {"username": "a_member", "email": "a@example.com"}, "patch": True}

@@ -329,6 +329,8 @@ class UserListView(ApiView):
             changes["admin"] = data["admin"]
         if "virtualCluster" in data:
             changes["virtual_clusters"] = _virtual_clusters(actor, data["virtualCluster"])
+            if not is_platform_admin(actor):
+                changes["kept_groups"] = Group.objects.exclude(pk__in=Group.objects.manageable_by(actor).values("pk"))
         for field, arg in (("email", "email"), ("password", "password"), ("extension", "extension")):
             if field in data:
                 changes[arg] = data[field]
