@@ -201,6 +201,10 @@ PAI_PUBLIC_URL = env("PAI_PUBLIC_URL", "http://127.0.0.1:8000")
 # How long the scheduler lease lasts without renewal: a dead leader is replaced after it.
 PAI_SCHEDULER_LEASE_SECONDS = float(env("PAI_SCHEDULER_LEASE_SECONDS", "15"))
 PAI_ALERTMANAGER_TOKEN = env("PAI_ALERTMANAGER_TOKEN", "")  # bearer secret of the Alertmanager webhook; empty disables it
+# Kubernetes backend: client rate limit per cluster, node label keys of SKU and topology, device indices.
+PAI_KUBE_QPS, PAI_KUBE_BURST = float(env("PAI_KUBE_QPS", "50")), int(env("PAI_KUBE_BURST", "100"))
+PAI_KUBE_SKU_LABEL, PAI_KUBE_TOPOLOGY_LABELS = env("PAI_KUBE_SKU_LABEL", "pai.sku"), env_list("PAI_KUBE_TOPOLOGY_LABELS", "topology.kubernetes.io/zone,pai.rack")
+PAI_KUBE_ASSIGN_DEVICES = env_bool("PAI_KUBE_ASSIGN_DEVICES")  # pai's device indices via NVIDIA_VISIBLE_DEVICES, not the device plugin
 
 # --- REST API -------------------------------------------------------------------------
 PAI_THROTTLE_API = env("PAI_THROTTLE_API", "600/min")

@@ -32,3 +32,42 @@ def eventually(condition, timeout=5.0, tick=0.01):
         if time.monotonic() > deadline:
             raise AssertionError("the condition did not hold in time")
         time.sleep(tick)
+
+
+class Kubelet:
+    """Plays the kubelet and the node controller on the test server between worker cycles."""
+
+    def __init__(self, server):
+        self.server = server
+
+    def pods(self, **labels):
+        return [
+            pod for pod in self.server.list_objects("pods")
+            if all(pod["metadata"].get("labels", {}).get(k) == v for k, v in labels.items())
+        ]
+
+    def pod(self, job, role, index=0, attempt=None):
+        """The live pod of a task (the latest attempt unless given)."""
+        from apps.jobs.worker.launch import job_key
+
+        pods = [
+            p for p in self.pods(**{"pai.job": job_key(job), "pai.taskrole": role, "pai.task-index": str(index)})
+            if attempt is None or p["metadata"]["labels"]["pai.attempt"] == str(attempt)
+        ]
+        assert pods, f"no pod for {role}[{index}]"
+        return max(pods, key=lambda p: int(p["metadata"]["labels"]["pai.attempt"]))
+
+    def start_pending(self):
+        """Start every bound pod that waits (not being deleted)."""
+        for pod in self.pods():
+            meta = pod["metadata"]
+            if pod.get("status", {}).get("phase") == "Pending" and not meta.get("deletionTimestamp"):
+                self.server.run_pod(meta["namespace"], meta["name"])
+
+    def finish(self, pod, exit_code=0, **kwargs):
+        self.server.finish_pod(pod["metadata"]["namespace"], pod["metadata"]["name"], exit_code, **kwargs)
+
+    def step(self):
+        """What a node does on its own: start new pods, end pods being deleted (SIGTERM)."""
+        self.start_pending()
+        self.server.finalize_deletions()

@@ -1,11 +1,32 @@
-"""The cluster backend behind a Cluster row."""
+"""The cluster backend behind a Cluster row.
+
+Local clusters run pods as processes (:mod:`scheduler.backends.local`). Kubernetes
+clusters (:mod:`scheduler.backends.kubernetes`) connect as the row's ``connection`` says:
+
+- ``in-cluster``: pai runs in the cluster and uses its pod's service account (the Helm
+  chart's ClusterRole grants exactly the calls the backend makes);
+- ``kubeconfig:<path>`` or ``kubeconfig:<path>#<context>``: a kubeconfig file readable by
+  the worker, with its current context or the named one.
+
+Settings: ``PAI_KUBE_QPS``/``PAI_KUBE_BURST`` bound the client's request rate per
+cluster; ``PAI_KUBE_SKU_LABEL`` and ``PAI_KUBE_TOPOLOGY_LABELS`` name the node labels
+that carry a node's SKU and topology; ``PAI_KUBE_ASSIGN_DEVICES`` makes pods get pai's
+device indices through ``NVIDIA_VISIBLE_DEVICES`` instead of a device-plugin limit.
+"""
 
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from apps.clusters.choices import BackendKind
-from apps.clusters.models import Node
+from apps.clusters.models import CellType, Node
+from apps.clusters.services import set_node_health
+from apps.tenants.models import Tenant
+from apps.virtualclusters.models import VirtualClusterCell
+from scheduler.backends.kubernetes import KubernetesBackend, LabelKeys, PodOptions, connect
+from scheduler.backends.kubernetes.config import ConnectionFormatError
 from scheduler.backends.local import LocalBackend
+
+NAMESPACE_PREFIX = "pai-"
 
 
 def local_state_dir(cluster):
@@ -29,10 +50,72 @@ def local_nodes(cluster):
     ]
 
 
+def _leaves(cell_type):
+    """(leaf cell type, how many of it one cell of `cell_type` holds)."""
+    count = 1
+    while cell_type.child_id is not None:
+        count *= cell_type.child_count
+        cell_type = cell_type.child
+    return cell_type, count
+
+
+def tenant_quota(cluster, namespace):
+    """The ResourceQuota of a tenant's namespace: what the tenant's virtual clusters on
+    this cluster guarantee (devices, CPU, memory of their leaf cells). ``None`` for a
+    namespace that is not a tenant's."""
+    tenant = Tenant.objects.filter(slug=namespace.removeprefix(NAMESPACE_PREFIX)).first()
+    if not namespace.startswith(NAMESPACE_PREFIX) or tenant is None:
+        return None
+    devices, cpu, memory_mb = {}, 0.0, 0
+    cells = VirtualClusterCell.objects.filter(
+        virtual_cluster__tenant=tenant, virtual_cluster__cluster=cluster
+    ).select_related("cell_type")
+    for vc_cell in cells:
+        leaf, count = _leaves(vc_cell.cell_type)
+        leaves = count * vc_cell.count
+        if leaf.gpu and leaf.device_resource:
+            devices[leaf.device_resource] = devices.get(leaf.device_resource, 0) + leaves * leaf.gpu
+        cpu += leaves * leaf.cpu
+        memory_mb += leaves * leaf.memory_mb
+    hard = {f"requests.{resource}": str(count) for resource, count in sorted(devices.items())}
+    hard["requests.cpu"] = f"{round(cpu * 1000)}m"
+    hard["requests.memory"] = f"{memory_mb}Mi"
+    return hard
+
+
+def record_node(cluster, info):
+    """The node watch saw a change: keep the Node row's health (the engine reads it)."""
+    node = Node.objects.filter(cluster=cluster, name=info.name).first()
+    if node is not None:
+        set_node_health(node, ready=info.ready, schedulable=info.schedulable)
+
+
+def kubernetes_backend(cluster):
+    try:
+        api = connect(cluster.connection, qps=settings.PAI_KUBE_QPS, burst=settings.PAI_KUBE_BURST)
+    except ConnectionFormatError as exc:
+        raise ImproperlyConfigured(f"Cluster {cluster.name}: connection: {exc}") from exc
+    resources = set(
+        CellType.objects.filter(cluster=cluster, child__isnull=True, gpu__gt=0)
+        .exclude(device_resource="")
+        .values_list("device_resource", flat=True)
+    )
+    return KubernetesBackend(
+        api,
+        namespace_quota=lambda namespace: tenant_quota(cluster, namespace),
+        pod_options=PodOptions(
+            device_resource=min(resources) if len(resources) == 1 else "nvidia.com/gpu",
+            assign_devices=settings.PAI_KUBE_ASSIGN_DEVICES,
+        ),
+        label_keys=LabelKeys(sku=settings.PAI_KUBE_SKU_LABEL, topology=tuple(settings.PAI_KUBE_TOPOLOGY_LABELS)),
+        device_resources=tuple(sorted(resources)) or ("nvidia.com/gpu",),
+        on_node_change=lambda info: record_node(cluster, info),
+    )
+
+
 def backend_for(cluster):
     if cluster.backend == BackendKind.LOCAL:
         return LocalBackend(local_state_dir(cluster), local_nodes(cluster))
-    raise ImproperlyConfigured(
-        f"Cluster {cluster.name}: the {cluster.get_backend_display()} backend is not available in this version; "
-        "use the local backend."
-    )
+    if cluster.backend == BackendKind.KUBERNETES:
+        return kubernetes_backend(cluster)
+    raise ImproperlyConfigured(f"Cluster {cluster.name}: unknown backend {cluster.backend!r}")

@@ -1,0 +1,292 @@
+"""The worker's end-to-end scenarios with the Kubernetes backend, against the API test server.
+
+The Cluster row points at the server through a kubeconfig file; the worker runs cycle by
+cycle and the tests play the kubelet and the node controller between cycles.
+"""
+
+import json
+import time
+
+import pytest
+from rest_framework.test import APIClient
+
+from apps.clusters.models import Node
+from apps.jobs.models import Job, JobEvent, TaskAttempt
+from apps.jobs.worker.launch import job_key
+from tests.worker.conftest import Worker, job_yaml
+
+from .conftest import Kubelet
+
+
+class Driver:
+    def __init__(self, worker, kubelet):
+        self.worker, self.kubelet = worker, kubelet
+
+    @property
+    def backend(self):
+        return self.worker.controller.backend
+
+    def run_until(self, predicate, act=None, timeout=20.0):
+        deadline = time.monotonic() + timeout
+        while True:
+            self.worker.cycle()
+            (act or self.kubelet.step)()
+            if predicate():
+                return
+            if time.monotonic() > deadline:
+                raise AssertionError("the condition did not hold in time")
+            time.sleep(0.03)
+
+    def wait_for_state(self, job, *states, act=None, timeout=20.0):
+        self.run_until(lambda: Job.objects.get(pk=job.pk).state in states, act=act, timeout=timeout)
+        return Job.objects.get(pk=job.pk)
+
+
+@pytest.fixture
+def kube_cluster(world, kube_server, tmp_path, settings):
+    settings.PAI_DATA_DIR = tmp_path
+    for node in Node.objects.filter(cluster=world.cluster):
+        gpus = node.gpu_capacity
+        kube_server.add_node(node.name, gpus=gpus, cpu=str(int(node.cpu_capacity)), memory=f"{node.memory_mb_capacity}Mi")
+    for tenant in ("team-a", "team-b"):
+        kube_server.create_object("namespaces", {"metadata": {"name": f"pai-{tenant}"}})
+        kube_server.add_pvc(f"pai-{tenant}", f"{tenant}-data")
+    path = kube_server.write_kubeconfig(tmp_path / "kubeconfig", context="pai-test")
+    world.cluster.backend = "kubernetes"
+    world.cluster.connection = f"kubeconfig:{path}#pai-test"
+    world.cluster.save()
+    return world.cluster
+
+
+@pytest.fixture
+def kubelet(kube_server):
+    return Kubelet(kube_server)
+
+
+@pytest.fixture
+def drive(kube_cluster, kubelet):
+    worker = Worker(kube_cluster)
+    yield Driver(worker, kubelet)
+    worker.close()
+
+
+@pytest.fixture
+def submit():
+    def submit_as(user, text):
+        client = APIClient()
+        client.force_authenticate(user)
+        response = client.post("/api/v2/jobs", data=text, content_type="text/yaml")
+        assert response.status_code == 202, response.content
+        import yaml
+
+        return Job.objects.get(owner=user, name=yaml.safe_load(text)["name"])
+
+    return submit_as
+
+
+def task_codes(job):
+    return sorted(
+        (ta.task.job_attempt.index, ta.task.task_role, ta.task.index, ta.exit_code)
+        for ta in TaskAttempt.objects.filter(task__job_attempt__job=job).select_related("task__job_attempt")
+    )
+
+
+def test_a_two_role_job_succeeds_with_pods_shaped_for_its_placement(world, drive, kubelet, kube_server, submit):
+    text = job_yaml("distributed", roles={
+        "ps": {"gpu": 1, "commands": ["echo ps"]},
+        "worker": {"instances": 2, "gpu": 2, "commands": ["echo worker"]},
+    })
+    job = submit(world.a_member, text)
+    job = drive.wait_for_state(job, "RUNNING")
+    pods = kubelet.pods(**{"pai.job": job_key(job)})
+    assert len(pods) == 3
+    worker0 = kubelet.pod(job, "worker", 0)
+    ta = TaskAttempt.objects.get(pod_name=worker0["metadata"]["name"])
+    spec, container = worker0["spec"], worker0["spec"]["containers"][0]
+    assert worker0["metadata"]["namespace"] == "pai-team-a"
+    assert spec["nodeName"] == ta.node_name
+    assert json.loads(worker0["metadata"]["annotations"]["pai.placement"])["devices"] == ta.device_indices
+    assert worker0["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "pai"
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == "2"
+    assert container["resources"]["requests"] == container["resources"]["limits"]
+    env = {e["name"]: e["value"] for e in container["env"]}
+    assert env["PAI_CURRENT_TASK_ROLE_NAME"] == "worker" and env["PAI_TASK_ROLE_COUNT"] == "2"
+    assert {"name": "dshm", "mountPath": "/dev/shm"} in container["volumeMounts"]
+    assert spec["priorityClassName"] == "pai-test"
+    assert kube_server.get_object("priorityclasses", "pai-test")["value"] == 10
+    assert spec["volumes"][0]["emptyDir"]["medium"] == "Memory"
+    assert any((v.get("persistentVolumeClaim") or {}).get("claimName") == "team-a-data" for v in spec["volumes"])
+    assert ta.pod_uid == worker0["metadata"]["uid"]
+    for pod in pods:
+        kube_server.set_pod_log(pod["metadata"]["namespace"], pod["metadata"]["name"], f"hello from {pod['metadata']['name']}\n")
+        kubelet.finish(pod, 0)
+    job = drive.wait_for_state(job, "SUCCEEDED", "FAILED")
+    assert job.state == "SUCCEEDED", job.attempts.first().exit_diagnostics
+    assert job.app_exit_code == 0
+    assert drive.backend.read_log(worker0["metadata"]["name"]) == f"hello from {worker0['metadata']['name']}\n"
+    assert {"Started", "Pulled"} <= set(JobEvent.objects.filter(task_attempt=ta).values_list("reason", flat=True))
+
+
+def test_a_failing_task_fails_the_job_and_stops_the_others(world, drive, kubelet, submit):
+    job = submit(world.a_member, job_yaml("fails", roles={
+        "bad": {"gpu": 1, "commands": ["exit 1"], "completion": {"minFailedInstances": 1}},
+        "slow": {"instances": 2, "gpu": 1, "commands": ["sleep 60"]},
+    }))
+    job = drive.wait_for_state(job, "RUNNING")
+    kubelet.finish(kubelet.pod(job, "bad"), 1)
+    job = drive.wait_for_state(job, "FAILED", "SUCCEEDED", "STOPPED")
+    assert job.state == "FAILED" and job.app_exit_code == 1
+    assert job.attempts.get().trigger_task_role == "bad"
+    assert task_codes(job) == [(0, "bad", 0, 1), (0, "slow", 0, -220), (0, "slow", 1, -220)]
+    # The deleted pods are gone; the failed one is kept (with its log) until retention.
+    [kept] = kubelet.pods(**{"pai.job": job_key(job)})
+    assert (kept["metadata"]["labels"]["pai.taskrole"], kept["status"]["phase"]) == ("bad", "Failed")
+
+
+@pytest.mark.parametrize(("reason", "code"), [("Evicted", -1000), ("NodeLost", -1001)])
+def test_an_evicted_or_lost_pod_is_retried_without_using_up_retries(world, drive, kubelet, submit, reason, code):
+    job = submit(world.a_member, job_yaml(f"retried-{reason.lower()}", retry=0))
+    job = drive.wait_for_state(job, "RUNNING")
+    kubelet.finish(kubelet.pod(job, "main"), 137, reason=reason)
+    drive.run_until(lambda: job.attempts.count() == 2 and kubelet.pods(**{"pai.job": job_key(job), "pai.attempt": "1"}))
+    kubelet.start_pending()
+    kubelet.finish(kubelet.pod(job, "main", attempt=1), 0)
+    job = drive.wait_for_state(job, "SUCCEEDED", "FAILED")
+    assert job.state == "SUCCEEDED"
+    assert job.retries == 1 and job.retry_details["platform"] + job.retry_details["resource"] == 1
+    assert job.attempts.order_by("index").first().exit_code == code
+
+
+def test_an_oom_kill_fails_permanently_without_retry(world, drive, kubelet, submit):
+    job = submit(world.a_member, job_yaml("oom", retry=3))
+    job = drive.wait_for_state(job, "RUNNING")
+    kubelet.finish(kubelet.pod(job, "main"), 137, reason="OOMKilled")
+    job = drive.wait_for_state(job, "FAILED", "SUCCEEDED")
+    assert job.state == "FAILED"
+    assert job.retries == 0 and job.attempts.count() == 1
+    assert job.attempts.get().exit_code == -1200
+    assert "OOMKilled" in job.attempts.get().exit_diagnostics
+
+
+def test_user_stop_deletes_the_pods_and_ends_stopped(world, drive, kubelet, kube_server, submit):
+    job = submit(world.a_member, job_yaml("long", roles={"main": {"instances": 2, "gpu": 1, "commands": ["sleep 120"]}}))
+    job = drive.wait_for_state(job, "RUNNING")
+    client = APIClient()
+    client.force_authenticate(world.a_member)
+    response = client.put("/api/v2/jobs/a_member~long/executionType", {"value": "STOP"}, format="json")
+    assert response.status_code in (200, 202), response.content
+    job = drive.wait_for_state(job, "STOPPED")
+    assert job.app_exit_code == -210
+    assert {code for *_, code in task_codes(job)} == {-210}
+    assert kubelet.pods(**{"pai.job": job_key(job)}) == []
+    # Deleted gracefully (the kubelet sent SIGTERM), with the pods' UIDs as preconditions.
+    assert kube_server.count_requests("DELETE", r"/pods/") >= 2
+
+
+def test_a_guaranteed_job_preempts_an_opportunistic_one_which_is_retried(world, drive, kubelet, submit):
+    filler = submit(world.b_member, job_yaml("filler", vc="team_b", priority="oppo", roles={"main": {"instances": 2, "gpu": 8, "commands": ["sleep 30"]}}))
+    other = submit(world.b_member, job_yaml("filler2", vc="team_b", priority="oppo", roles={"main": {"instances": 2, "gpu": 8, "commands": ["sleep 30"]}}))
+    drive.wait_for_state(filler, "RUNNING")
+    drive.wait_for_state(other, "RUNNING")
+    urgent = submit(world.a_member, job_yaml("urgent", priority="prod", roles={"main": {"gpu": 8, "commands": ["sleep 1"]}}))
+    drive.run_until(lambda: TaskAttempt.objects.filter(task__job_attempt__job=urgent, started_at__isnull=False).exists())
+    kubelet.finish(kubelet.pod(urgent, "main"), 0)
+    urgent = drive.wait_for_state(urgent, "SUCCEEDED", "FAILED")
+    assert urgent.state == "SUCCEEDED"
+    victims = [j for j in Job.objects.filter(pk__in=[filler.pk, other.pk]) if j.retries]
+    assert len(victims) == 1
+    victim = victims[0]
+    first = victim.attempts.order_by("index").first()
+    assert first.exit_code == -1003 and "preempted by job" in first.exit_diagnostics
+    assert victim.state in ("WAITING", "RUNNING")
+
+
+def test_a_node_going_not_ready_is_seen_and_its_lost_pod_retried_elsewhere(world, drive, kubelet, kube_server, submit):
+    job = submit(world.a_member, job_yaml("on-bad-node", roles={"main": {"gpu": 8, "commands": ["sleep 60"]}}))
+    job = drive.wait_for_state(job, "RUNNING")
+    pod = kubelet.pod(job, "main")
+    node = pod["spec"]["nodeName"]
+    kube_server.set_node_ready(node, False)
+    drive.run_until(lambda: not Node.objects.get(cluster=world.cluster, name=node).ready)
+    # The node controller gives up on the node's pods.
+    kubelet.finish(pod, 137, reason="NodeLost")
+    drive.run_until(lambda: kubelet.pods(**{"pai.job": job_key(job), "pai.attempt": "1"}))
+    assert kubelet.pod(job, "main", attempt=1)["spec"]["nodeName"] != node
+    assert job.attempts.order_by("index").first().exit_code == -1001
+    kube_server.set_node_ready(node, True)
+    drive.run_until(lambda: Node.objects.get(cluster=world.cluster, name=node).ready)
+
+
+def test_a_dropped_watch_and_a_410_lose_no_transition(world, drive, kubelet, kube_server, submit):
+    job = submit(world.a_member, job_yaml("watched", roles={"main": {"instances": 3, "gpu": 1, "commands": ["true"]}}))
+    job = drive.wait_for_state(job, "RUNNING")
+    # The connection is cut just as a pod ends: the watch resumes from its last version.
+    kube_server.drop_watches(abrupt=True)
+    kubelet.finish(kubelet.pod(job, "main", 0), 0)
+    drive.run_until(lambda: TaskAttempt.objects.filter(task__job_attempt__job=job, completed_at__isnull=False).count() == 1)
+    # Now the pod watch cannot reconnect while a pod ends and the history is compacted:
+    # the watch relists after 410, the worker's cursor expires and it relists too.
+    kube_server.inject_fault("GET", r"^/api/v1/pods$", status=503, count=10_000)
+    kube_server.drop_watches()
+    kubelet.finish(kubelet.pod(job, "main", 1), 0)
+    kubelet.finish(kubelet.pod(job, "main", 2), 0)
+    kube_server.compact()
+    kube_server.clear_faults()
+    relists = drive.backend.watch_stats["pod_relists"]
+    job = drive.wait_for_state(job, "SUCCEEDED", "FAILED")
+    assert job.state == "SUCCEEDED"
+    assert {code for *_, code in task_codes(job)} == {0}
+    assert drive.backend.watch_stats["pod_relists"] > relists
+
+
+@pytest.mark.parametrize("status", [500, 429])
+def test_api_errors_during_creation_leave_no_duplicate_and_no_lost_job(world, drive, kubelet, kube_server, submit, status):
+    # The first create is carried out but its reply lost; then the API fails for longer
+    # than one call's retries.
+    kube_server.inject_fault("POST", r"/namespaces/pai-team-a/pods$", status=status, count=1, commit=True, retry_after=0)
+    kube_server.inject_fault("POST", r"/namespaces/pai-team-a/pods$", status=status, count=6, retry_after=0)
+    job = submit(world.a_member, job_yaml(f"flaky-{status}", roles={"main": {"instances": 2, "gpu": 1, "commands": ["true"]}}))
+    job = drive.wait_for_state(job, "RUNNING")
+    pods = kubelet.pods(**{"pai.job": job_key(job)})
+    assert sorted(p["metadata"]["name"] for p in pods) == sorted(
+        TaskAttempt.objects.filter(task__job_attempt__job=job).values_list("pod_name", flat=True)
+    )
+    assert {p["metadata"]["uid"] for p in pods} == set(
+        TaskAttempt.objects.filter(task__job_attempt__job=job).values_list("pod_uid", flat=True)
+    )
+    for pod in pods:
+        kubelet.finish(pod, 0)
+    job = drive.wait_for_state(job, "SUCCEEDED", "FAILED")
+    assert job.state == "SUCCEEDED" and job.attempts.count() == 1
+
+
+def test_a_pod_deleted_by_someone_else_is_a_transient_failure(world, drive, kubelet, kube_server, submit):
+    from kubernetes import client
+
+    job = submit(world.a_member, job_yaml("deleted", retry=0))
+    job = drive.wait_for_state(job, "RUNNING")
+    pod = kubelet.pod(job, "main")
+    client.CoreV1Api(kube_server.api_client()).delete_namespaced_pod(
+        pod["metadata"]["name"], pod["metadata"]["namespace"], grace_period_seconds=0
+    )
+    drive.run_until(lambda: job.attempts.count() == 2)
+    first = job.attempts.order_by("index").first()
+    assert first.exit_code == -101
+    assert Job.objects.get(pk=job.pk).retries == 1
+
+
+def test_orphaned_pods_are_deleted_and_foreign_pods_left_alone(world, kube_cluster, kubelet, kube_server):
+    def pod(name, labels):
+        return {"metadata": {"name": name, "labels": labels}, "spec": {"nodeName": "gpu-node-1", "containers": [{"name": "main", "image": "busybox"}]}}
+
+    kube_server.create_object("pods", pod("orphan", {"pai.job": "pai-999-1", "app.kubernetes.io/managed-by": "pai"}), namespace="pai-team-a")
+    kube_server.create_object("pods", pod("someone-elses", {"app": "web"}), namespace="pai-team-a")
+    worker = Worker(kube_cluster)
+    try:
+        worker.cycle()
+    finally:
+        worker.close()
+    deleting = {p["metadata"]["name"]: bool(p["metadata"].get("deletionTimestamp")) for p in kubelet.pods()}
+    assert deleting == {"orphan": True, "someone-elses": False}
+    kubelet.step()
+    assert [p["metadata"]["name"] for p in kubelet.pods()] == ["someone-elses"]
