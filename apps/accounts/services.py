@@ -88,7 +88,7 @@ def _vc_groups(virtual_clusters):
     return list(groups.values())
 
 
-def vc_group_names():
+def _vc_group_names():
     """Names of the groups that stand for a VC in basic mode (a VC's same-named, granting group)."""
     return set(
         Group.objects.filter(vc_grants__virtual_cluster__name=F("name")).values_list("name", flat=True)
@@ -173,7 +173,7 @@ def update_user(
             profile.save(update_fields=["extension"])
     if virtual_clusters is not UNSET:
         wanted = _vc_groups(virtual_clusters)
-        current = set(user.groups.filter(name__in=vc_group_names()).values_list("name", flat=True))
+        current = set(user.groups.filter(name__in=_vc_group_names()).values_list("name", flat=True))
         remove = current - {g.name for g in wanted}
         if kept_groups is not None:
             remove -= set(kept_groups.values_list("name", flat=True))
@@ -234,6 +234,9 @@ def set_user_groups(actor, user, groups, *, keep=()):
     wanted = {g.pk: g for g in [*groups, *keep]}
     default = _builtin(roles.DEFAULT_GROUP)
     wanted.setdefault(default.pk, default)
+    if user.pk == getattr(actor, "pk", None) and roles.is_platform_admin(user):
+        if roles.ADMIN_GROUP not in {g.name for g in wanted.values()}:
+            raise ValidationError({"grouplist": "You cannot remove your own admin rights."})
     before = sorted(user.groups.values_list("name", flat=True))
     user.groups.set(list(wanted.values()))
     _join_tenants(actor, user, wanted.values())

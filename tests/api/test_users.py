@@ -295,6 +295,17 @@ def test_replace_grouplist(world, clients):
     assert user_json(root, "a_member")["grouplist"] == ["default", "team_b"]
 
 
+def test_admins_keep_their_own_admin_rights(world, clients):
+    response = clients["root"].put("/api/v2/users/root/grouplist", {"grouplist": ["team_a"]}, format="json")
+    assert response.status_code == 400 and "admin rights" in response.json()["message"]
+    response = clients["root"].delete("/api/v2/users/root/group", {"groupname": "admingroup"}, format="json")
+    assert response.status_code == 400
+    response = clients["root"].put("/api/v2/users", {"data": {"username": "root", "admin": False}, "patch": True},
+                                   format="json")
+    assert response.status_code == 400
+    assert clients["root"].get("/api/v2/users/me").json()["admin"] is True
+
+
 def test_tenant_admin_replaces_only_their_groups(world, clients):
     clients["root"].put("/api/v2/users/a_member/group", {"groupname": "team_b"}, format="json")
     world.a_member.memberships.filter(tenant=world.tenant_b).delete()
