@@ -10,6 +10,7 @@ else the server of `DATABASE_URL` (else 127.0.0.1:5432, user postgres) with data
 `pai_bench`. Run with `make bench` or `.venv/bin/python benchmarks/bench_api.py`.
 """
 
+import logging
 import os
 import pathlib
 import statistics
@@ -64,6 +65,8 @@ def setup_django(url):
     import django
 
     django.setup()
+    # One "Enqueued" line per submission (the scheduler kick) would drown the figures.
+    logging.getLogger("django-q").setLevel(logging.WARNING)
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
