@@ -351,7 +351,6 @@ class KubernetesBackend(ClusterBackend):
         return manifests.observation(created)
 
     def delete_pod(self, name: str, uid: str | None = None, grace_seconds: float | None = None) -> bool:
-        self._ensure_started()
         namespace = self._find_namespace(name)
         if namespace is None:
             return False
@@ -383,14 +382,15 @@ class KubernetesBackend(ClusterBackend):
         namespace = self._find_namespace(name)
         if namespace is None:
             return []
-        events = [manifests.event(item) for item in self.api.list_events(namespace, name)]
-        return sorted(events, key=lambda e: (e.at is None, e.at))
+        events = [(manifests.event(item), int((item.get("metadata") or {}).get("resourceVersion") or 0))
+                  for item in self.api.list_events(namespace, name)]
+        # Timestamps have whole seconds: within one, the order of creation decides.
+        events.sort(key=lambda pair: (pair[0].at is None, pair[0].at, pair[1]))
+        return [e for e, _version in events]
 
     def forget_pod(self, name: str) -> None:
-        self._ensure_started()
-        with self._lock:
-            live = name in self._pods
-        if live or self._server_namespace(name) is not None:
+        # Kubernetes keeps nothing of a deleted pod (its log and events go with it).
+        if self._server_namespace(name) is not None:
             raise PodConflictError(f"pod {name} is not deleted yet")
         with self._lock:
             self._namespace_of.pop(name, None)
@@ -486,18 +486,12 @@ class KubernetesBackend(ClusterBackend):
             return []
         name = manifests.pull_secret_name(auth.registry, auth.username, auth.password)
         if (spec.namespace, name) not in self._secrets:
+            # Named by its content: one that exists already holds the same credentials.
             try:
-                self.api.get_secret(spec.namespace, name)
+                self.api.create_secret(spec.namespace, manifests.pull_secret(name, auth.registry, auth.username, auth.password))
             except KubeError as exc:
-                if exc.status != 404:
+                if exc.status != 409:
                     raise
-                try:
-                    self.api.create_secret(
-                        spec.namespace, manifests.pull_secret(name, auth.registry, auth.username, auth.password)
-                    )
-                except KubeError as created:
-                    if created.status != 409:
-                        raise
             self._secrets.add((spec.namespace, name))
         return [name]
 

@@ -36,8 +36,7 @@ API_CALLS: frozenset[tuple[str, str, str]] = frozenset({
     ("", "resourcequotas", "get"),
     ("", "resourcequotas", "patch"),
     ("", "persistentvolumeclaims", "get"),
-    ("", "secrets", "create"),
-    ("", "secrets", "get"),
+    ("", "secrets", "create"),  # never get: reading secrets cluster-wide is not pai's business
     ("scheduling.k8s.io", "priorityclasses", "create"),
     ("scheduling.k8s.io", "priorityclasses", "get"),
 })
@@ -258,9 +257,6 @@ class KubeApi:
         return self._json(
             ("", "persistentvolumeclaims", "get"), self.core.read_namespaced_persistent_volume_claim, name, namespace
         )
-
-    def get_secret(self, namespace: str, name: str) -> dict:
-        return self._json(("", "secrets", "get"), self.core.read_namespaced_secret, name, namespace)
 
     def create_secret(self, namespace: str, body: dict) -> dict:
         return self._json(("", "secrets", "create"), self.core.create_namespaced_secret, namespace, body)
