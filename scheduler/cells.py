@@ -10,8 +10,10 @@ preemption trial can be rolled back exactly.
 
 from __future__ import annotations
 
+import gc
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Callable, Iterator
 
 from .errors import ConfigurationError
 from .spec import ClusterSpec, PhysicalCellSpec, SkuSpec
@@ -20,6 +22,21 @@ from .spec import ClusterSpec, PhysicalCellSpec, SkuSpec
 # only, then idle nodes no VC has bound, then bound nodes without guaranteed pods,
 # then nodes with guaranteed pods.
 OPP_WITH_OPP, OPP_IDLE_POOL, OPP_IDLE_BOUND, OPP_WITH_GUARANTEED = range(4)
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while building the cell tree or restoring
+    placements: hundreds of thousands of long-lived objects and no garbage cycles, so
+    its repeated full passes would only cost time (two thirds of the build at 4,000
+    nodes). The previous setting is restored, whatever happens."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 class Binding:

@@ -8,13 +8,11 @@ jobs (:mod:`.ledger`); a cycle validates the queue (:mod:`.validation`), orders 
 
 from __future__ import annotations
 
-import gc
 import heapq
-from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Collection, Iterator, Sequence
+from typing import Collection, Sequence
 
-from .cells import Chain, Topology
+from .cells import Chain, Topology, collector_paused
 from .decisions import (
     Allocation,
     CycleResult,
@@ -46,21 +44,6 @@ from .status import node_status, vc_status
 from .validation import GangOption, RequestChecker
 
 DEFAULT_STARVATION_THRESHOLD = 3600.0
-
-
-@contextmanager
-def collector_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while building the cell tree or restoring
-    placements: hundreds of thousands of long-lived objects and no garbage cycles, so
-    its repeated full passes would only cost time (a third of start-up at 4,000 nodes).
-    The previous setting is restored, whatever happens."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 @dataclass

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from .cells import Binding, Chain, Topology
+from .cells import Binding, Chain, Topology, collector_paused
 from .errors import ConfigurationError
 from .spec import ClusterSpec, VirtualClusterSpec
 
@@ -136,5 +136,7 @@ def check_safety(topology: Topology, states: dict[str, VcState]) -> None:
 
 def validate_configuration(cluster: ClusterSpec, vcs: Sequence[VirtualClusterSpec]) -> None:
     """Raise :class:`ConfigurationError` if the cluster or the VCs are invalid together."""
-    topology = Topology(cluster)
-    check_safety(topology, resolve_quotas(topology, vcs))
+    with collector_paused():
+        topology = Topology(cluster)
+        states = resolve_quotas(topology, vcs)
+    check_safety(topology, states)
