@@ -24,13 +24,15 @@ def test_small_jobs_pack_onto_one_node_and_lowest_common_switch():
     assert (j2.cell_chain, j2.vc_cell, j2.lent_by) == (("r1", "n1", "n1/2-3"), "n1", None)
 
 
-def test_multi_pod_gang_shares_a_node_when_it_fits_on_one():
+def test_multi_pod_gang_goes_to_one_node_that_holds_it_all():
     engine = Engine(a100_cluster(rack("r1", "n1", "n2")), [vc("team", ("A100-NODE", 2))])
-    engine.schedule([gang("small", "team", (1, 1))], now=0)
+    engine.schedule([gang("a", "team", (1, 5)), gang("b", "team", (1, 4), at=1)], now=0)
+    assert status(engine, "team") == {"A100-NODE": (2, 2, 0, 0, 0, 0)}  # 3 and 4 GPUs left
 
-    result = engine.schedule([gang("g", "team", (2, 2), (1, 1))], now=1)
+    result = engine.schedule([gang("g", "team", (1, 2), (2, 1))], now=1)
 
-    assert nodes_of(result, "g") == ["n1"]
+    # Tightest fit for the first pod alone would be the node with 3 left, and split the gang.
+    assert nodes_of(result, "g") == [nodes_of_job(engine, "b")]
 
 
 def test_multi_node_gang_stays_in_one_rack():
@@ -58,6 +60,11 @@ def test_eight_gpu_job_avoids_node_where_it_would_need_preemption():
 
 def placed_nodes(engine, job_id):
     return sorted({p.node for a in engine.allocations() if a.job_id == job_id for p in a.pods})
+
+
+def nodes_of_job(engine, job_id):
+    (node,) = placed_nodes(engine, job_id)
+    return node
 
 
 def test_opportunistic_jobs_avoid_nodes_with_guaranteed_pods_and_pack_together():
