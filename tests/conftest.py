@@ -8,6 +8,10 @@ def pytest_report_header(config):
 
 @pytest.fixture(autouse=True)
 def _test_settings(settings):
+    from django.core.cache import cache
+
+    # Throttle counters and login lockouts live in the cache; ids repeat across tests.
+    cache.clear()
     settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
     # Password hashing is deliberately slow; tests create many users.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

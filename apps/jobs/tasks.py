@@ -44,12 +44,16 @@ def ensure_schedules():
             )
 
 
+KICK_WINDOW_SECONDS = 10
+
+
 def kick():
     """Start a scheduler loop now unless one leads already: after a submit or a stop, so that
-    the job need not wait for the next scheduled loop."""
+    the job need not wait for the next scheduled loop. A burst of submits starts one loop."""
+    from django.core.cache import cache
     from django_q.tasks import async_task
 
     from .worker.lease import current_holder
 
-    if current_holder() is None:
+    if current_holder() is None and cache.add("pai:scheduler-kick", 1, KICK_WINDOW_SECONDS):
         async_task("apps.jobs.tasks.scheduler_loop", task_name="jobs.scheduler_loop.kick")

@@ -39,11 +39,14 @@ PLATFORM_ONLY_MODELS = {
     "django_q.ormq",
     "oncall.alert",
     "oncall.alertroute",
+    "oncall.followup",
     "oncall.incident",
     "oncall.monitoringcalendar",
     "oncall.notification",
     "oncall.rotation",
+    "oncall.rotationoverride",
     "oncall.slapolicy",
+    "oncall.timelineentry",
 }
 
 
