@@ -279,6 +279,14 @@ if REDIS_URL:
 else:
     Q_CLUSTER["orm"] = "default"
 
+# Rate limits, login lockouts and the scheduler kick count in the cache: with Redis it is
+# shared by every web and worker process; on one box the per-process memory cache does.
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+    if REDIS_URL
+    else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+}
+
 # --- Production hardening -------------------------------------------------------------
 if PRODUCTION:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
