@@ -263,7 +263,7 @@ SPECTACULAR_SETTINGS = {
 # --- Worker (django-q2) ---------------------------------------------------------------
 REDIS_URL = env("REDIS_URL")
 Q_CLUSTER = {
-    "name": "pai",
+    "name": env("Q_CLUSTER_NAME", "pai"),
     "workers": int(env("Q_WORKERS", "2")),
     # timeout below retry: a task is never handed out again while it still runs.
     "timeout": int(env("Q_TIMEOUT", "120")),

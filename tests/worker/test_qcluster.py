@@ -1,0 +1,54 @@
+"""The worker as deployed: `manage.py qcluster` with Redis as the broker runs the scheduler loop."""
+
+import os
+import signal
+import subprocess
+import sys
+import uuid
+
+import pytest
+
+from apps.jobs.models import Job
+from apps.jobs.tasks import ensure_schedules
+from tests.conftest import requires_postgres
+
+from .conftest import job_yaml
+from .test_crashes import ROOT, wait_for, worker_env
+
+# Worker processes need a database other processes can reach: PostgreSQL.
+pytestmark = [requires_postgres, pytest.mark.django_db(transaction=True)]
+
+
+@pytest.fixture
+def redis_url():
+    import redis
+
+    url = os.environ.get("REDIS_URL_FOR_TESTS", "redis://127.0.0.1:6379/15")
+    client = redis.Redis.from_url(url)
+    client.ping()
+    yield url
+    client.flushdb()
+
+
+def test_qcluster_with_a_redis_broker_runs_a_submitted_job(world, submit, tmp_path, redis_url):
+    ensure_schedules()
+    # A cluster name of its own, so that tasks never mix with another run's on the same Redis.
+    env = worker_env(tmp_path, REDIS_URL=redis_url, Q_CLUSTER_NAME=f"pai-test-{uuid.uuid4().hex[:8]}")
+    qcluster = subprocess.Popen(
+        [sys.executable, "manage.py", "qcluster"], cwd=ROOT, env=env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    try:
+        job = submit(world.a_member, job_yaml("through-redis", roles={"main": {"commands": ["echo hi"]}}))
+        # What the web process does after a submit, with the production settings.
+        subprocess.run(
+            [sys.executable, "manage.py", "shell", "-c", "from apps.jobs.tasks import kick; kick()"],
+            cwd=ROOT, env=env, check=True, capture_output=True, timeout=60,
+        )
+        assert wait_for(lambda: Job.objects.get(pk=job.pk).state == "SUCCEEDED", timeout=60)
+    finally:
+        os.killpg(qcluster.pid, signal.SIGTERM)
+        try:
+            qcluster.wait(20)
+        except subprocess.TimeoutExpired:
+            os.killpg(qcluster.pid, signal.SIGKILL)
