@@ -23,6 +23,7 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from apps.clusters.models import CellType, Node
@@ -43,6 +44,7 @@ from scheduler.podenv import PortAllocator
 from ..choices import JobState, JobSubState
 from ..models import Job, JobAttempt, JobEvent, Task, TaskAttempt
 from . import launch
+from .bulk import bulk_set
 from .backends import backend_for, local_state_dir
 
 log = logging.getLogger(__name__)
@@ -63,6 +65,9 @@ CODES_SHARED_WITH_TASKS = frozenset(
 )
 # A pod that keeps failing to be created with transient errors fails its task after this.
 CREATION_ATTEMPTS = 5
+# Every this many cycles the lifecycle pass looks at every open attempt, not only the
+# ones whose pods changed.
+FULL_PASS_EVERY = 20
 
 
 def failpoint(name):
@@ -129,6 +134,11 @@ class Controller:
         self.config_digest = None
         self.cursor = None
         self.ports = PortAllocator()
+        self._ips = None  # node name → IP, read once per cycle
+        # Attempts whose pods changed since the last pass; the others are looked at only
+        # in a full pass (every FULL_PASS_EVERY cycles, and after a rebuild).
+        self._touched = set()
+        self._cycles = 0
 
     # -- configuration ---------------------------------------------------------------
 
@@ -169,7 +179,9 @@ class Controller:
         return Job.objects.filter(virtual_cluster__cluster=self.cluster)
 
     def _node_ips(self):
-        return {n.name: n.ip or "127.0.0.1" for n in Node.objects.filter(cluster=self.cluster)}
+        if self._ips is None:
+            self._ips = {n.name: n.ip or "127.0.0.1" for n in Node.objects.filter(cluster=self.cluster)}
+        return self._ips
 
     def sync_node_health(self):
         for node in Node.objects.filter(cluster=self.cluster).only("name", "ready", "schedulable"):
@@ -179,10 +191,13 @@ class Controller:
 
     def run_cycle(self, now=None):
         now = time.time() if now is None else now
-        self.refresh_configuration()
+        self._ips = None
+        rebuilt = self.refresh_configuration()
+        full = rebuilt or self._cycles % FULL_PASS_EVERY == 0
+        self._cycles += 1
         self.sync_node_health()
         self.observe()
-        self.advance_jobs()
+        self.advance_jobs(full=full)
         self.schedule(now)
         self.create_missing_pods()
         self.advance_jobs()
@@ -203,8 +218,7 @@ class Controller:
                 return self.observe()
             if observations:
                 self.cursor = observations[-1].resource_version
-        for observation in observations:
-            self.apply_observation(observation)
+        self.apply_observations(observations)
 
     def _apply_relist(self, live):
         """After a relist: pods we recorded as created that are not live any more vanished."""
@@ -226,46 +240,61 @@ class Controller:
                 log.warning("deleting orphaned pod %s", observation.name)
                 self._delete_pod(observation.name, observation.uid)
 
-    def apply_observation(self, observation):
-        ta = (
-            TaskAttempt.objects.filter(pod_name=observation.name)
-            .select_related("task__job_attempt__job")
-            .first()
-        )
-        if ta is None or ta.completed_at is not None:
+    def apply_observations(self, observations):
+        """Apply a batch of pod observations: a few queries per batch, not per pod."""
+        latest = {}
+        for observation in observations:
+            latest[observation.name] = observation  # the feed is ordered: the last one wins
+        if not latest:
             return
-        if ta.pod_uid and observation.uid and ta.pod_uid != observation.uid:
-            return  # another incarnation of the name: not ours
-        updates = {}
-        if not ta.pod_uid and observation.uid:
-            updates["pod_uid"] = observation.uid
-        if observation.node and observation.node != ta.node_name:
-            updates["node_name"] = observation.node
-        if observation.ip and not ta.ip:
-            updates["ip"] = observation.ip
-        if observation.phase == "Running" and ta.state != JobState.RUNNING:
-            updates["state"] = JobState.RUNNING
-        if not ta.started_at and (observation.started_at or observation.phase == "Running"):
-            updates["started_at"] = _dt(observation.started_at) or timezone.now()
-        if updates:
-            TaskAttempt.objects.filter(pk=ta.pk).update(**updates)
-            for key, value in updates.items():
-                setattr(ta, key, value)
-        self._store_events(ta)
-        if observation.terminal or observation.deleted:
-            attempt = ta.task.job_attempt
-            if attempt.sub_state in DELETION_SUBSTATES and attempt.exit_code is not None:
-                code = self._code_for_deleted_tasks(attempt.exit_code)
-                if observation.terminal and observation.exit_code == 0 and not observation.deletion_requested:
-                    code = exitcodes.SUCCEEDED
-                self._complete_task_attempt(ta, code, observation.message, observation)
-                return
-            log_tail = ""
-            if observation.terminal and observation.exit_code not in (0, None):
-                log_tail = self._log_tail(ta.pod_name)
-            exit_ = lifecycle.task_exit(observation, log_tail)
-            diagnostics = "; ".join(p for p in (observation.reason, observation.container_reason, observation.message) if p)
-            self._complete_task_attempt(ta, exit_.code, diagnostics, observation, row=exit_.row)
+        attempts = {}
+        names = list(latest)
+        for chunk in range(0, len(names), 1000):
+            for ta in TaskAttempt.objects.filter(pod_name__in=names[chunk:chunk + 1000]).select_related(
+                "task__job_attempt__job"
+            ):
+                attempts[ta.pod_name] = ta
+        changed, completions = [], []
+        for name, observation in latest.items():
+            ta = attempts.get(name)
+            if ta is None or ta.completed_at is not None:
+                continue
+            if ta.pod_uid and observation.uid and ta.pod_uid != observation.uid:
+                continue  # another incarnation of the name: not ours
+            dirty = False
+            if not ta.pod_uid and observation.uid:
+                ta.pod_uid, dirty = observation.uid, True
+            if observation.node and observation.node != ta.node_name:
+                ta.node_name, dirty = observation.node, True
+            if observation.ip and not ta.ip:
+                ta.ip, dirty = observation.ip, True
+            if observation.phase == "Running" and ta.state != JobState.RUNNING:
+                ta.state, dirty = JobState.RUNNING, True
+            if not ta.started_at and (observation.started_at or observation.phase == "Running"):
+                ta.started_at, dirty = _dt(observation.started_at) or timezone.now(), True
+            if dirty:
+                changed.append(ta)
+                self._touched.add(ta.task.job_attempt_id)
+            if observation.terminal or observation.deleted:
+                completions.append(self._completion_of(ta, observation))
+        bulk_set(TaskAttempt, changed, ["pod_uid", "node_name", "ip", "state", "started_at"])
+        self._store_events([attempts[name] for name in latest if name in attempts])
+        self._complete_task_attempts(completions)
+
+    def _completion_of(self, ta, observation):
+        """(task attempt, code, diagnostics, observation, exit row) for a pod that ended."""
+        attempt = ta.task.job_attempt
+        if attempt.sub_state in DELETION_SUBSTATES and attempt.exit_code is not None:
+            code = self._code_for_deleted_tasks(attempt.exit_code)
+            if observation.terminal and observation.exit_code == 0 and not observation.deletion_requested:
+                code = exitcodes.SUCCEEDED
+            return ta, code, observation.message, observation, None
+        log_tail = ""
+        if observation.terminal and observation.exit_code not in (0, None):
+            log_tail = self._log_tail(ta.pod_name)
+        exit_ = lifecycle.task_exit(observation, log_tail)
+        diagnostics = "; ".join(p for p in (observation.reason, observation.container_reason, observation.message) if p)
+        return ta, exit_.code, diagnostics, observation, exit_.row
 
     def _log_tail(self, name):
         try:
@@ -274,108 +303,142 @@ class Controller:
             log.exception("cannot read the log of %s", name)
             return ""
 
-    def _store_events(self, ta):
-        try:
-            events = self.backend.read_events(ta.pod_name)
-        except Exception:
-            log.exception("cannot read the events of %s", ta.pod_name)
-            return
-        job = ta.task.job_attempt.job
-        seen = set(
-            JobEvent.objects.filter(task_attempt=ta).values_list("reason", "first_seen")
-        )
+    def _store_events(self, task_attempts):
         new = []
-        for event in events:
-            at = _dt(event.at)
-            if (event.reason, at) in seen:
-                continue
-            new.append(
-                JobEvent(
-                    job=job,
-                    task_attempt=ta,
-                    pod_uid=ta.pod_uid,
-                    task_role=ta.task.task_role,
-                    task_index=ta.task.index,
-                    type=event.type,
-                    reason=event.reason,
-                    message=event.message,
-                    first_seen=at,
-                    last_seen=at,
-                    count=event.count,
-                    source_component="pai-worker",
-                    source_host=ta.node_name,
-                )
+        seen = set(
+            JobEvent.objects.filter(task_attempt__in=[ta.pk for ta in task_attempts]).values_list(
+                "task_attempt_id", "reason", "first_seen"
             )
-        JobEvent.objects.bulk_create(new)
+        )
+        for ta in task_attempts:
+            try:
+                events = self.backend.read_events(ta.pod_name)
+            except Exception:
+                log.exception("cannot read the events of %s", ta.pod_name)
+                continue
+            for event in events:
+                at = _dt(event.at)
+                if (ta.pk, event.reason, at) in seen:
+                    continue
+                new.append(
+                    JobEvent(
+                        job_id=ta.task.job_attempt.job_id,
+                        task_attempt=ta,
+                        pod_uid=ta.pod_uid,
+                        task_role=ta.task.task_role,
+                        task_index=ta.task.index,
+                        type=event.type,
+                        reason=event.reason,
+                        message=event.message,
+                        first_seen=at,
+                        last_seen=at,
+                        count=event.count,
+                        source_component="pai-worker",
+                        source_host=ta.node_name,
+                    )
+                )
+        JobEvent.objects.bulk_create(new, batch_size=1000)
 
     @staticmethod
     def _code_for_deleted_tasks(attempt_code):
         return attempt_code if attempt_code in CODES_SHARED_WITH_TASKS else exitcodes.ATTEMPT_COMPLETION
 
     def _complete_task_attempt(self, ta, code, diagnostics="", observation=None, row=None):
-        row = row or exitcodes.row(code)
-        state = JobState.SUCCEEDED if row.type == "succeeded" else JobState.FAILED
-        finished = _dt(observation.finished_at) if observation is not None else None
-        with transaction.atomic():
-            updated = TaskAttempt.objects.filter(pk=ta.pk, completed_at__isnull=True).update(
-                state=state,
-                exit_code=code,
-                exit_spec_code=row.code,
-                diagnostics=diagnostics[:4000],
-                completed_at=finished or timezone.now(),
-            )
-            if updated:
-                Task.objects.filter(pk=ta.task_id).update(state=state)
-        if updated:
+        self._complete_task_attempts([(ta, code, diagnostics, observation, row)])
+
+    def _complete_task_attempts(self, completions):
+        """Record how task attempts ended (and their tasks), in a few statements per batch."""
+        done, tasks = [], []
+        now = timezone.now()
+        for ta, code, diagnostics, observation, row in completions:
+            row = row or exitcodes.row(code)
+            finished = _dt(observation.finished_at) if observation is not None else None
+            ta.state = JobState.SUCCEEDED if row.type == "succeeded" else JobState.FAILED
+            ta.exit_code, ta.exit_spec_code = code, row.code
+            ta.diagnostics = (diagnostics or "")[:4000]
+            ta.completed_at = finished or now
+            ta.task.state = ta.state
+            self._touched.add(ta.task.job_attempt_id)
+            done.append(ta)
+            tasks.append(ta.task)
             ip = self._node_ips().get(ta.node_name, "127.0.0.1")
             for values in (ta.ports or {}).values():
                 self.ports.release(ip, values)
+        with transaction.atomic():
+            bulk_set(TaskAttempt, done, ["state", "exit_code", "exit_spec_code", "diagnostics", "completed_at"])
+            bulk_set(Task, tasks, ["state"])
 
     # -- job lifecycles --------------------------------------------------------------
 
-    def advance_jobs(self):
+    def advance_jobs(self, full=True):
+        """Move open attempts along: launched, ended by its completion policy or a stop,
+        pods deleted, completed (then retried or the job completed). Writes are batched.
+
+        A full pass looks at every open attempt (crash repair relies on it); otherwise only
+        at those whose pods changed, those being deleted and those of stopped jobs.
+        """
         self._finish_stops_between_attempts()
-        attempts = (
-            JobAttempt.objects.filter(job__virtual_cluster__cluster=self.cluster, completed_at__isnull=True)
-            .select_related("job__owner", "job__virtual_cluster", "job__tenant")
-            .order_by("job_id", "index")
-        )
+        attempts = JobAttempt.objects.filter(job__virtual_cluster__cluster=self.cluster, completed_at__isnull=True)
+        if not full:
+            attempts = attempts.filter(
+                Q(pk__in=list(self._touched)) | Q(sub_state__in=DELETION_SUBSTATES) | Q(job__execution_type="STOP")
+            )
+        self._touched = set()
+        attempts = list(attempts.select_related("job").order_by("job_id", "index"))
+        by_attempt = {}
+        task_attempts = TaskAttempt.objects.filter(task__job_attempt__in=[a.pk for a in attempts]).select_related("task")
+        for ta in task_attempts.order_by("task__task_role", "task__index", "index"):
+            by_attempt.setdefault(ta.task.job_attempt_id, []).append(ta)
+
+        launched, ending = [], []
         for attempt in attempts:
-            self.advance_attempt(attempt)
+            tas = by_attempt.get(attempt.pk, [])
+            if attempt.job.execution_type == "STOP" and attempt.sub_state not in DELETION_SUBSTATES:
+                ending.append((attempt, exitcodes.STOP_REQUESTED, "stopped by the user", None, None))
+                continue
+            if attempt.sub_state in WAITING_SUBSTATES and tas and all(ta.pod_uid and ta.started_at for ta in tas):
+                launched.append(attempt)
+            if attempt.sub_state in WAITING_SUBSTATES + (JobSubState.ATTEMPT_RUNNING,):
+                outcome = self._evaluate(attempt.job, tas)
+                if outcome is not None:
+                    ending.append((attempt, outcome.exit_code, outcome.trigger, outcome.exit_row, outcome.task))
+        self._launch(launched)
+        self._begin_deletions(ending, by_attempt)
+
+        requested, finishing = [], []
+        for attempt in attempts:
+            if attempt.sub_state not in DELETION_SUBSTATES:
+                continue
+            tas = by_attempt.get(attempt.pk, [])
+            if attempt.sub_state == JobSubState.ATTEMPT_DELETION_PENDING:
+                # Delete once: deletions are idempotent but not free. A crash before the
+                # state below is written repeats them, harmlessly.
+                for ta in tas:
+                    if ta.completed_at is None:
+                        existed = self._delete_pod(ta.pod_name, ta.pod_uid)
+                        if not existed and not ta.pod_uid:
+                            # Never created (or never seen): nothing to wait for.
+                            self._complete_task_attempt(ta, self._code_for_deleted_tasks(attempt.exit_code), "not created")
+                if any(ta.completed_at is None for ta in tas):
+                    requested.append(attempt)
+            if all(ta.completed_at is not None for ta in tas):
+                finishing.append(attempt)
+        self._set_sub_states(requested, JobSubState.ATTEMPT_DELETION_REQUESTED)
+        if requested:
+            failpoint("after-deletion-requested")
+        self.finish_attempts(finishing)
 
     def _finish_stops_between_attempts(self):
         """A stop that came while the job waited to be retried has no pods to delete."""
-        now = timezone.now()
         stopped = self._jobs().filter(execution_type="STOP", state=JobState.STOPPING, placement__isnull=True)
-        for job in stopped.exclude(attempts__completed_at__isnull=True):
-            Job.objects.filter(pk=job.pk, placement__isnull=True).update(
-                state=JobState.STOPPED,
-                sub_state=JobSubState.COMPLETED,
-                app_exit_code=exitcodes.STOP_REQUESTED,
-                completed_at=now,
-                wait_reason="",
-                queue_position=None,
-            )
-
-    def advance_attempt(self, attempt):
-        job = attempt.job
-        task_attempts = list(
-            TaskAttempt.objects.filter(task__job_attempt=attempt).select_related("task").order_by("task__task_role", "task__index", "index")
+        stopped.exclude(attempts__completed_at__isnull=True).update(
+            state=JobState.STOPPED,
+            sub_state=JobSubState.COMPLETED,
+            app_exit_code=exitcodes.STOP_REQUESTED,
+            completed_at=timezone.now(),
+            wait_reason="",
+            queue_position=None,
         )
-        if job.execution_type == "STOP" and attempt.sub_state not in DELETION_SUBSTATES:
-            self._begin_deletion(attempt, exitcodes.STOP_REQUESTED, "stopped by the user")
-        if (
-            attempt.sub_state in WAITING_SUBSTATES
-            and task_attempts
-            and all(ta.pod_uid and ta.started_at for ta in task_attempts)
-        ):
-            self._set_sub_state(attempt, JobSubState.ATTEMPT_RUNNING, launched=True)
-        if attempt.sub_state in WAITING_SUBSTATES + (JobSubState.ATTEMPT_RUNNING,):
-            outcome = self._evaluate(job, task_attempts)
-            if outcome is not None:
-                self._begin_deletion(attempt, outcome.exit_code, outcome.trigger, outcome.exit_row, outcome.task)
-        if attempt.sub_state in DELETION_SUBSTATES:
-            self._delete_remaining(attempt, task_attempts)
 
     def _evaluate(self, job, task_attempts):
         """Replay the completed tasks in completion order through the completion policy."""
@@ -397,62 +460,83 @@ class Controller:
             row = exitcodes.row(ta.exit_spec_code if ta.exit_spec_code is not None else ta.exit_code)
             task = lifecycle.CompletedTask(ta.task.task_role, ta.task.index, ta.exit_code, row)
             role = progress[ta.task.task_role]
-            if task.succeeded:
-                role = lifecycle.TaskRoleProgress(role.name, role.instances, role.policy, role.succeeded + 1, role.failed)
-            else:
-                role = lifecycle.TaskRoleProgress(role.name, role.instances, role.policy, role.succeeded, role.failed + 1)
-            progress[ta.task.task_role] = role
+            succeeded, failed = role.succeeded + task.succeeded, role.failed + (not task.succeeded)
+            progress[ta.task.task_role] = lifecycle.TaskRoleProgress(role.name, role.instances, role.policy, succeeded, failed)
             outcome = lifecycle.evaluate_completion(list(progress.values()), task)
             if outcome.status != "running":
                 return outcome
         return None
 
-    def _set_sub_state(self, attempt, sub_state, *, launched=False):
+    def _launch(self, attempts):
+        """Every pod of these attempts has started: the attempts (and their jobs) run."""
+        if not attempts:
+            return
         now = timezone.now()
-        job = attempt.job
         with transaction.atomic():
+            JobAttempt.objects.filter(pk__in=[a.pk for a in attempts]).update(
+                sub_state=JobSubState.ATTEMPT_RUNNING, state=JobState.RUNNING, launched_at=now
+            )
+            Job.objects.filter(pk__in=[a.job_id for a in attempts]).update(
+                sub_state=JobSubState.ATTEMPT_RUNNING, state=JobState.RUNNING, launched_at=now, wait_reason=""
+            )
+        for attempt in attempts:
+            attempt.sub_state, attempt.state, attempt.launched_at = JobSubState.ATTEMPT_RUNNING, JobState.RUNNING, now
+
+    def _set_sub_states(self, attempts, sub_state):
+        """Move attempts (and their jobs) to `sub_state`: one update per resulting user state."""
+        groups = {}
+        for attempt in attempts:
             attempt.sub_state = sub_state
             attempt.state = lifecycle.user_state(sub_state, attempt.exit_code).value
-            fields = {"sub_state": attempt.sub_state, "state": attempt.state}
-            job_fields = {"sub_state": sub_state, "state": attempt.state}
-            if launched:
-                fields["launched_at"] = now
-                job_fields["launched_at"] = now
-                job_fields["wait_reason"] = ""
-            JobAttempt.objects.filter(pk=attempt.pk).update(**fields)
-            Job.objects.filter(pk=job.pk).update(**job_fields)
-
-    def _begin_deletion(self, attempt, code, diagnostics, row=None, task=None):
-        """Write why the attempt ends before deleting anything (the intent survives a crash)."""
-        row = row or exitcodes.row(code)
+            groups.setdefault(attempt.state, []).append(attempt)
         with transaction.atomic():
+            for state, members in groups.items():
+                JobAttempt.objects.filter(pk__in=[a.pk for a in members]).update(sub_state=sub_state, state=state)
+                Job.objects.filter(pk__in=[a.job_id for a in members]).update(sub_state=sub_state, state=state)
+
+    def _begin_deletions(self, entries, by_attempt=None):
+        """Write why each attempt ends before deleting anything (the intent survives a crash).
+
+        `entries` are (attempt, exit code, message, exit row or None, triggering task or None).
+        """
+        if not entries:
+            return
+        attempts = []
+        for attempt, code, message, row, task in entries:
+            row = row or exitcodes.row(code)
+            tas = by_attempt.get(attempt.pk, []) if by_attempt is not None else None
             attempt.exit_code = code
             attempt.exit_spec_code = row.code
-            attempt.exit_diagnostics = self._diagnostics(attempt, row, diagnostics, task)
+            attempt.exit_diagnostics = self._diagnostics(row, message, task, tas)
             if task is not None:
                 attempt.trigger_task_role, attempt.trigger_task_index = task.task_role, task.index
             attempt.sub_state = JobSubState.ATTEMPT_DELETION_PENDING
             attempt.state = lifecycle.user_state(attempt.sub_state, code).value
-            attempt.save(update_fields=[
+            attempts.append(attempt)
+        with transaction.atomic():
+            bulk_set(JobAttempt, attempts, [
                 "exit_code", "exit_spec_code", "exit_diagnostics", "trigger_task_role", "trigger_task_index",
                 "sub_state", "state",
             ])
-            Job.objects.filter(pk=attempt.job_id).update(sub_state=attempt.sub_state, state=attempt.state)
+            groups = {}
+            for attempt in attempts:
+                groups.setdefault(attempt.state, []).append(attempt.job_id)
+            for state, job_ids in groups.items():
+                Job.objects.filter(pk__in=job_ids).update(sub_state=JobSubState.ATTEMPT_DELETION_PENDING, state=state)
         failpoint("after-deletion-pending")
 
-    def _diagnostics(self, attempt, row, message, task):
+    def _diagnostics(self, row, message, task, task_attempts):
         lines = [f"{row.code} {row.phrase}: {row.reason}", f"What to do: {row.solution}"]
         if message:
             lines.append(f"Why: {message}")
         if task is not None:
             lines.append(f"Triggered by task {task.task_role}[{task.index}] (exit code {task.exit_code}).")
-            ta = (
-                TaskAttempt.objects.filter(task__job_attempt=attempt, task__task_role=task.task_role, task__index=task.index)
-                .order_by("-index")
-                .first()
-            )
-            if ta is not None and row.type != "succeeded":
-                tail = self._log_tail(ta.pod_name)
+            if row.type != "succeeded":
+                trigger = [
+                    ta for ta in task_attempts or ()
+                    if ta.task.task_role == task.task_role and ta.task.index == task.index
+                ]
+                tail = self._log_tail(trigger[-1].pod_name) if trigger else ""
                 if tail:
                     lines.append("Last lines of its log:\n" + "\n".join(tail.splitlines()[-20:]))
         return "\n".join(lines)
@@ -463,68 +547,71 @@ class Controller:
         except PodConflictError:
             return False
 
-    def _delete_remaining(self, attempt, task_attempts):
-        remaining = [ta for ta in task_attempts if ta.completed_at is None]
-        for ta in remaining:
-            existed = self._delete_pod(ta.pod_name, ta.pod_uid)
-            if not existed and not ta.pod_uid:
-                # Never created (or never seen): nothing to wait for.
-                self._complete_task_attempt(ta, self._code_for_deleted_tasks(attempt.exit_code), "not created")
-        if remaining and attempt.sub_state == JobSubState.ATTEMPT_DELETION_PENDING:
-            self._set_sub_state(attempt, JobSubState.ATTEMPT_DELETION_REQUESTED)
-            failpoint("after-deletion-requested")
-        still_running = TaskAttempt.objects.filter(task__job_attempt=attempt, completed_at__isnull=True).exists()
-        if not still_running:
-            self.finish_attempt(attempt)
-
-    def finish_attempt(self, attempt):
-        """The attempt's pods are gone: retry (back to the queue) or complete the job."""
+    def finish_attempts(self, attempts):
+        """Their pods are gone: retry each job (back to the queue) or complete it."""
+        if not attempts:
+            return
+        now = timezone.now()
         with transaction.atomic():
-            job = Job.objects.select_for_update().get(pk=attempt.job_id)
-            attempt = JobAttempt.objects.select_for_update().get(pk=attempt.pk)
-            if attempt.completed_at is not None:
-                return
-            row = exitcodes.row(attempt.exit_spec_code if attempt.exit_spec_code is not None else attempt.exit_code)
-            counted = sum(
-                1
-                for code in JobAttempt.objects.filter(job=job, completed_at__isnull=False).values_list("exit_spec_code", flat=True)
-                if code is not None and exitcodes.row(code).type == "unknown"
+            open_ids = set(
+                JobAttempt.objects.select_for_update()
+                .filter(pk__in=[a.pk for a in attempts], completed_at__isnull=True)
+                .values_list("pk", flat=True)
             )
-            state = lifecycle.RetryState(
-                retries=job.retries, counted=counted, user=job.retries_user,
-                platform=job.retries_platform, resource=job.retries_resource,
-            )
-            decision = lifecycle.decide_job_retry(
-                attempt.exit_code, row, job.job_retry_count, state, stop_requested=job.execution_type == "STOP"
-            )
-            now = timezone.now()
-            attempt.completed_at = now
-            attempt.sub_state = JobSubState.COMPLETED
-            attempt.state = lifecycle.user_state(JobSubState.COMPLETED, attempt.exit_code).value
-            attempt.save(update_fields=["completed_at", "sub_state", "state"])
+            attempts = [a for a in attempts if a.pk in open_ids]
+            jobs = Job.objects.select_for_update().in_bulk([a.job_id for a in attempts])
+            # Retries that used up jobRetryCount: earlier attempts that failed for unknown reasons.
+            counted = {}
+            for job_id, code in JobAttempt.objects.filter(
+                job_id__in=list(jobs), completed_at__isnull=False
+            ).values_list("job_id", "exit_spec_code"):
+                if code is not None and exitcodes.row(code).type == "unknown":
+                    counted[job_id] = counted.get(job_id, 0) + 1
+            for attempt in attempts:
+                job = jobs[attempt.job_id]
+                row = exitcodes.row(attempt.exit_spec_code if attempt.exit_spec_code is not None else attempt.exit_code)
+                state = lifecycle.RetryState(
+                    retries=job.retries, counted=counted.get(job.pk, 0), user=job.retries_user,
+                    platform=job.retries_platform, resource=job.retries_resource,
+                )
+                decision = lifecycle.decide_job_retry(
+                    attempt.exit_code, row, job.job_retry_count, state, stop_requested=job.execution_type == "STOP"
+                )
+                attempt.completed_at = now
+                attempt.sub_state = JobSubState.COMPLETED
+                attempt.state = lifecycle.user_state(JobSubState.COMPLETED, attempt.exit_code).value
+                job.placement = None
+                job.queue_position = None
+                if decision.retry:
+                    job.retries = decision.state.retries
+                    job.retries_user = decision.state.user
+                    job.retries_platform = decision.state.platform
+                    job.retries_resource = decision.state.resource
+                    job.state, job.sub_state = JobState.WAITING, JobSubState.ATTEMPT_CREATION_PENDING
+                    job.wait_reason = f"Retrying after {row.phrase} ({attempt.exit_code}); waiting for cells."
+                else:
+                    job.state = decision.final_state.value
+                    job.sub_state = JobSubState.COMPLETED
+                    job.app_exit_code = decision.exit_code
+                    job.completed_at = now
+                    job.wait_reason = ""
+            bulk_set(JobAttempt, attempts, ["completed_at", "sub_state", "state"])
             failpoint("during-completion")
-            job.placement = None
-            job.queue_position = None
-            if decision.retry:
-                job.retries = decision.state.retries
-                job.retries_user = decision.state.user
-                job.retries_platform = decision.state.platform
-                job.retries_resource = decision.state.resource
-                job.state, job.sub_state = JobState.WAITING, JobSubState.ATTEMPT_CREATION_PENDING
-                job.wait_reason = f"Retrying after {row.phrase} ({attempt.exit_code}); waiting for cells."
-            else:
-                job.state = decision.final_state.value
-                job.sub_state = JobSubState.COMPLETED
-                job.app_exit_code = decision.exit_code
-                job.completed_at = now
-                job.wait_reason = ""
-            job.save()
-        self.engine.release(engine_job_id(job.pk))
+            bulk_set(Job, [jobs[a.job_id] for a in attempts], [
+                "placement", "queue_position", "retries", "retries_user", "retries_platform", "retries_resource",
+                "state", "sub_state", "wait_reason", "app_exit_code", "completed_at",
+            ])
+        for attempt in attempts:
+            self.engine.release(engine_job_id(attempt.job_id))
 
     def _end_attempt_of(self, job_pk, code, message):
-        attempt = JobAttempt.objects.filter(job_id=job_pk, completed_at__isnull=True).select_related("job").first()
+        attempt = (
+            JobAttempt.objects.filter(job_id=job_pk, completed_at__isnull=True)
+            .select_related("job__owner", "job__virtual_cluster", "job__tenant")
+            .first()
+        )
         if attempt is not None and attempt.sub_state not in DELETION_SUBSTATES:
-            self._begin_deletion(attempt, code, message)
+            self._begin_deletions([(attempt, code, message, None, None)])
 
     # -- scheduling ------------------------------------------------------------------
 
@@ -634,6 +721,7 @@ class Controller:
         )
         node_ips = self._node_ips()
         gpus_per_leaf = dict(CellType.objects.filter(cluster=self.cluster, child__isnull=True).values_list("name", "gpu"))
+        prepared = []
         for attempt in attempts:
             job = attempt.job
             pairs = [
@@ -666,4 +754,5 @@ class Controller:
                 ta.pod_uid = observation.uid
                 failpoint("after-pod-created")
             if created_all:
-                self._set_sub_state(attempt, JobSubState.ATTEMPT_PREPARING)
+                prepared.append(attempt)
+        self._set_sub_states(prepared, JobSubState.ATTEMPT_PREPARING)

@@ -1,0 +1,265 @@
+"""The worker on PostgreSQL: reconciler throughput and submit-to-RUNNING latency.
+
+1. Pod state changes per second the reconciler processes (target ≥ 2,000/s): 1,000 jobs
+   of 4 pods each are placed by the real engine and controller on a 512-node cluster;
+   a scripted backend (this file's, in memory, so that only pai's side is measured)
+   then reports every pod Running, then every pod Succeeded: 8,000 state changes, each
+   applied to task attempts, attempts and jobs exactly as in production, jobs completed.
+2. Time from submit to RUNNING on an idle local cluster (target ≤ 2 s): a real
+   `manage.py run_scheduler` process with its default tick, the local backend running
+   real processes, jobs submitted one at a time through the service the API calls.
+
+The database is dedicated and re-created each run: `BENCH_DATABASE_URL`, else the
+server of `DATABASE_URL` (default 127.0.0.1:5432, user postgres) with database
+`pai_bench_worker`. Run: `make bench` or `.venv/bin/python benchmarks/bench_worker.py`.
+"""
+
+import itertools
+import os
+import pathlib
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+JOBS = int(os.environ.get("BENCH_WORKER_JOBS", "1000"))
+PODS_PER_JOB = 4
+NODES = 512
+LATENCY_SAMPLES = int(os.environ.get("BENCH_WORKER_LATENCY_SAMPLES", "10"))
+
+
+def database_url():
+    import dj_database_url
+
+    url = os.environ.get("BENCH_DATABASE_URL")
+    if url:
+        return url
+    config = dj_database_url.parse(os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres"))
+    if "postgresql" not in config["ENGINE"]:
+        sys.exit("bench_worker needs PostgreSQL: set BENCH_DATABASE_URL or DATABASE_URL to a postgres:// URL")
+    user = config.get("USER") or "postgres"
+    return f"postgres://{user}@{config.get('HOST') or '127.0.0.1'}:{config.get('PORT') or 5432}/pai_bench_worker"
+
+
+def recreate_database(url):
+    import dj_database_url
+    import psycopg
+
+    config = dj_database_url.parse(url)
+    admin = psycopg.connect(
+        host=config["HOST"], port=config["PORT"], user=config["USER"], password=config["PASSWORD"] or None,
+        dbname="postgres", autocommit=True,
+    )
+    admin.execute(f'DROP DATABASE IF EXISTS "{config["NAME"]}" WITH (FORCE)')
+    admin.execute(f'CREATE DATABASE "{config["NAME"]}"')
+    admin.close()
+
+
+def setup_django(url, data_dir):
+    os.environ["DATABASE_URL"] = url
+    os.environ["DEBUG"] = "0"
+    os.environ["PAI_DATA_DIR"] = data_dir
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pai.settings")
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+
+
+def make_scripted_backend():
+    from scheduler.backends import ClusterBackend, NodeInfo, PodObservation
+
+    class ScriptedBackend(ClusterBackend):
+        """Pods exist only in memory; the benchmark decides when their state changes."""
+
+        def __init__(self, nodes):
+            self.nodes = nodes
+            self.pods = {}
+            self.feed = []
+            self.version = itertools.count(1)
+
+        def _observe(self, name, phase, **fields):
+            pod = self.pods[name]
+            observation = PodObservation(name=name, uid=pod["uid"], phase=phase, resource_version=str(next(self.version)),
+                                         node=pod["node"], ip="10.0.0.1", labels=pod["labels"], **fields)
+            self.feed.append(observation)
+            return observation
+
+        def list_nodes(self):
+            return [NodeInfo(name=n, ip="10.0.0.1", gpu=8, cpu=64, memory_mb=512000) for n in self.nodes]
+
+        def create_pod(self, spec):
+            if spec.name not in self.pods:
+                self.pods[spec.name] = {"uid": f"uid-{spec.name}", "node": spec.node, "labels": spec.labels}
+                return self._observe(spec.name, "Pending")
+            return self.feed[-1]
+
+        def delete_pod(self, name, uid=None, grace_seconds=None):
+            return name in self.pods
+
+        def list_pods(self, selector=None):
+            return []
+
+        def poll(self, since=None):
+            if since is None:
+                return []
+            batch, self.feed = self.feed, []
+            return batch
+
+        def cursor(self):
+            return "0"
+
+        def read_log(self, name, tail_lines=None, stream="all"):
+            return ""
+
+        def read_events(self, name):
+            return []
+
+        def forget_pod(self, name):
+            self.pods.pop(name, None)
+
+        def set_all(self, phase, **fields):
+            for name in self.pods:
+                self._observe(name, phase, **fields)
+
+    return ScriptedBackend
+
+
+def build_cluster(name, nodes, backend="local"):
+    from apps.clusters.models import CellType, Cluster, Node, PhysicalCell
+
+    cluster = Cluster.objects.create(name=name, backend=backend)
+    gpu = CellType.objects.create(cluster=cluster, name="A100", gpu=1, cpu=8, memory_mb=65536)
+    node_type = CellType.objects.create(cluster=cluster, name="A100-NODE", child=gpu, child_count=8, is_node_level=True)
+    PhysicalCell.objects.bulk_create(
+        [PhysicalCell(cluster=cluster, cell_type=node_type, address=f"{name}-node-{i:04d}") for i in range(nodes)]
+    )
+    Node.objects.bulk_create(
+        [Node(cluster=cluster, name=f"{name}-node-{i:04d}", ip="127.0.0.1", gpu_capacity=8, cpu_capacity=64,
+              memory_mb_capacity=524288) for i in range(nodes)]
+    )
+    return cluster, node_type
+
+
+def build_team(cluster, node_type, nodes):
+    from django.contrib.auth import get_user_model
+
+    from apps.accounts.models import Group
+    from apps.tenants.models import Membership, Tenant
+    from apps.virtualclusters.services import create_virtual_cluster, grant_virtual_cluster
+
+    tenant = Tenant.objects.create(slug=f"team-{cluster.name}", name=f"Team {cluster.name}")
+    user = get_user_model().objects.create_user(f"user-{cluster.name}", "u@example.com", "x")
+    Membership.objects.create(tenant=tenant, user=user)
+    vc = create_virtual_cluster(None, tenant=tenant, cluster=cluster, name=f"vc_{cluster.name}", cells=[(node_type, nodes)])
+    group, _ = Group.objects.get_or_create(name=f"g_{cluster.name}", defaults={"tenant": tenant})
+    grant_virtual_cluster(None, vc, group)
+    user.groups.add(group)
+    return user, vc
+
+
+def job_text(name, vc, pods, command):
+    return f"""protocolVersion: 2
+name: {name}
+type: job
+prerequisites: [{{name: image, type: dockerimage, uri: ubuntu:22.04}}]
+defaults: {{virtualCluster: {vc}}}
+taskRoles:
+  main:
+    instances: {pods}
+    dockerImage: image
+    resourcePerInstance: {{gpu: 1, cpu: 1, memoryMB: 1024}}
+    commands: ["{command}"]
+"""
+
+
+def bench_reconciler():
+    from apps.jobs.models import Job
+    from apps.jobs.services import submit_job
+    from apps.jobs.worker.controller import Controller
+
+    cluster, node_type = build_cluster("recon", NODES)
+    user, vc = build_team(cluster, node_type, NODES)
+    for i in range(JOBS):
+        submit_job(user, job_text(f"job-{i}", vc.name, PODS_PER_JOB, "true"))
+    backend = make_scripted_backend()([f"recon-node-{i:04d}" for i in range(NODES)])
+    controller = Controller(cluster, backend=backend)
+    controller.run_cycle()  # places every job and creates its pods
+    assert len(backend.pods) == JOBS * PODS_PER_JOB, len(backend.pods)
+    backend.feed.clear()
+
+    now = datetime.now(UTC)
+    backend.set_all("Running", started_at=now)
+    started = time.perf_counter()
+    controller.observe()
+    controller.advance_jobs()
+    running_seconds = time.perf_counter() - started
+    assert Job.objects.filter(state="RUNNING").count() == JOBS
+
+    backend.set_all("Succeeded", exit_code=0, started_at=now, finished_at=datetime.now(UTC))
+    started = time.perf_counter()
+    controller.observe()
+    controller.advance_jobs()
+    done_seconds = time.perf_counter() - started
+    assert Job.objects.filter(state="SUCCEEDED").count() == JOBS, Job.objects.values_list("state", flat=True).distinct()
+    changes = JOBS * PODS_PER_JOB
+    return changes / running_seconds, changes / done_seconds, 2 * changes / (running_seconds + done_seconds)
+
+
+def bench_submit_to_running(url, data_dir):
+    from django.db import connections
+
+    from apps.jobs.models import Job
+    from apps.jobs.services import submit_job
+
+    cluster, node_type = build_cluster("local", 4)
+    user, vc = build_team(cluster, node_type, 4)
+    connections.close_all()
+    env = {**os.environ, "DATABASE_URL": url, "PAI_DATA_DIR": data_dir}
+    worker = subprocess.Popen([sys.executable, "manage.py", "run_scheduler"], cwd=ROOT, env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(5)  # the worker has started, holds the lease and built its engine
+        latencies = []
+        for i in range(LATENCY_SAMPLES):
+            started = time.perf_counter()
+            job, _ = submit_job(user, job_text(f"latency-{i}", vc.name, 2, "sleep 2"))
+            while Job.objects.filter(pk=job.pk).values_list("state", flat=True).get() != "RUNNING":
+                if time.perf_counter() - started > 30:
+                    raise SystemExit(f"job latency-{i} did not start within 30 s")
+                time.sleep(0.01)
+            latencies.append(time.perf_counter() - started)
+            while Job.objects.filter(pk=job.pk).values_list("state", flat=True).get() == "RUNNING":
+                time.sleep(0.05)
+        return latencies
+    finally:
+        worker.terminate()
+        worker.wait(30)
+
+
+def main():
+    url = database_url()
+    recreate_database(url)
+    with tempfile.TemporaryDirectory() as data_dir:
+        setup_django(url, data_dir)
+        print(f"worker benchmark on PostgreSQL ({url.rsplit('/', 1)[-1]}), {os.cpu_count()} cores")
+        to_running, to_done, overall = bench_reconciler()
+        print(f"reconciler: {JOBS} jobs × {PODS_PER_JOB} pods on {NODES} nodes")
+        print(f"  Pending→Running  {to_running:8.0f} pod state changes/s")
+        print(f"  Running→Succeeded {to_done:7.0f} pod state changes/s (jobs completed too)")
+        print(f"  overall          {overall:8.0f} pod state changes/s   (target ≥ 2,000/s)")
+        latencies = bench_submit_to_running(url, data_dir)
+        median = statistics.median(latencies)
+        print(f"submit → RUNNING on an idle local cluster ({len(latencies)} jobs of 2 pods, real processes):")
+        print(f"  median {median:.2f} s   max {max(latencies):.2f} s   (target ≤ 2 s)")
+
+
+if __name__ == "__main__":
+    main()
