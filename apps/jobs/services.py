@@ -7,7 +7,7 @@ from apps.audit.services import record
 from apps.clusters.models import CellType
 from apps.clusters.topology import CellChains
 from apps.storage.models import StorageGrant
-from apps.virtualclusters.capacity import guaranteed_leaf_cells
+from apps.virtualclusters.capacity import cluster_leaf_cells, guaranteed_leaf_cells
 from apps.virtualclusters.models import VirtualCluster
 
 from .choices import COMPLETED_STATES, STOP_REQUESTED_EXIT_CODE, ExecutionType, JobState, JobSubState
@@ -79,9 +79,13 @@ def submit_job(user, body):
     vc = _virtual_cluster_for(user, parsed.virtual_cluster)
     chains = CellChains(list(CellType.objects.filter(cluster_id=vc.cluster_id)))
     skus = {ct.name: Sku(ct.name, ct.gpu, ct.cpu, ct.memory_mb) for ct in chains.by_id.values() if ct.is_leaf}
+    if parsed.priority < 0:
+        # Opportunistic jobs run on idle cells anywhere in the cluster, outside the quota.
+        capacity, holder = cluster_leaf_cells(vc.cluster, chains), f"cluster '{vc.cluster.name}'"
+    else:
+        capacity, holder = guaranteed_leaf_cells(vc, chains), None
     try:
-        plans = plan_leaf_cells(parsed.spec, vc.name, skus, guaranteed_leaf_cells(vc, chains),
-                                parsed.gang_allocation)
+        plans = plan_leaf_cells(parsed.spec, vc.name, skus, capacity, parsed.gang_allocation, holder)
     except ProtocolError as exc:
         raise InvalidProtocolError(exc.errors) from None
     storages = _storages_for(user, parsed.storages)

@@ -28,3 +28,17 @@ def resources_of_leaf_cells(leaf_cells_by_sku, chains):
         memory += sku.memory_mb * count
         gpu += sku.gpu * count
     return {"cpu": cpu, "memory": memory, "gpu": gpu}
+
+
+def cluster_leaf_cells(cluster, chains=None):
+    """Leaf cells per SKU of every physical cell of the cluster."""
+    from apps.clusters.models import PhysicalCell
+
+    chains = chains or CellChains.for_cluster(cluster)
+    totals = defaultdict(int)
+    for cell_type_id in PhysicalCell.objects.filter(cluster=cluster, parent__isnull=True).values_list(
+        "cell_type_id", flat=True
+    ):
+        ct = chains.by_id[cell_type_id]
+        totals[chains.leaf(ct).name] += chains.leaf_count(ct)
+    return dict(sorted(totals.items()))

@@ -13,3 +13,9 @@ def test_leaf_cells_convert_to_openpai_resources(world):
     chains = CellChains.for_cluster(world.cluster)
     resources = resources_of_leaf_cells({"A100": 2, "CPU": 3}, chains)
     assert resources == {"cpu": 2 * 8 + 3 * 4, "memory": 2 * 65536 + 3 * 16384, "gpu": 2}
+
+
+def test_cluster_capacity_counts_every_physical_cell(world):
+    from apps.virtualclusters.capacity import cluster_leaf_cells
+
+    assert cluster_leaf_cells(world.cluster) == {"A100": 32, "CPU": 16}

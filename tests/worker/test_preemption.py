@@ -50,3 +50,21 @@ def test_an_opportunistic_job_waits_with_a_reason_when_nothing_is_idle(world, wo
     assert oppo.state == "WAITING"
     assert oppo.wait_reason
     assert oppo.queue_position is not None
+
+
+def test_an_opportunistic_gang_may_be_larger_than_its_vc_but_not_than_the_cluster(world, submit):
+    from rest_framework.test import APIClient
+
+    # 4 × 8 GPUs: twice team_b's quota, all of the cluster's idle GPUs.
+    submit(world.b_member, job_yaml("wide", vc="team_b", priority="oppo", roles={"main": {"instances": 4, "gpu": 8, "commands": ["true"]}}))
+    client = APIClient()
+    client.force_authenticate(world.b_member)
+    response = client.post(
+        "/api/v2/jobs",
+        data=job_yaml("too-wide", vc="team_b", priority="oppo", roles={"main": {"instances": 5, "gpu": 8, "commands": ["true"]}}),
+        content_type="text/yaml",
+    )
+    assert response.status_code == 400
+    assert response.json()["message"] == (
+        "taskRoles: the job needs 40 A100 leaf cells at once (gang allocation), more than cluster 'local' holds (32)"
+    )

@@ -23,13 +23,16 @@ class TaskRolePlan:
         return self.cells_per_instance * self.instances
 
 
-def plan_leaf_cells(document, vc_name, skus, guaranteed, gang):
+def plan_leaf_cells(document, vc_name, skus, guaranteed, gang, holder=None):
     """{task role: TaskRolePlan} for the job in a VC, or ProtocolError naming the numbers.
 
-    `skus`: the cluster's leaf cell types by name; `guaranteed`: the VC's leaf cells per
-    SKU name. A task with `gpu: 0` runs on a CPU SKU; without `skuType` the VC's SKU of
-    the right kind with the most cells is used.
+    `skus`: the cluster's leaf cell types by name; `guaranteed`: the leaf cells per SKU
+    name the job could ever use — the VC's quota, or for an opportunistic job the whole
+    cluster's cells, in which case `holder` names them ("cluster 'x'"). A task with
+    `gpu: 0` runs on a CPU SKU; without `skuType` the SKU of the right kind with the most
+    cells is used.
     """
+    holder = holder or f"virtual cluster '{vc_name}'"
     hived = ((document.get("extras") or {}).get("hivedScheduler") or {}).get("taskRoles") or {}
     held = {name: count for name, count in guaranteed.items() if count > 0 and name in skus}
     offer = ", ".join(f"{name}: {count} leaf cells" for name, count in sorted(held.items())) or "no cells"
@@ -42,7 +45,7 @@ def plan_leaf_cells(document, vc_name, skus, guaranteed, gang):
         if sku_name is not None:
             path = ["extras", "hivedScheduler", "taskRoles", role, "skuType"]
             if sku_name not in held:
-                errors.append(at(path, f"virtual cluster '{vc_name}' has no SKU '{sku_name}' (it has {offer})"))
+                errors.append(at(path, f"{holder} has no SKU '{sku_name}' (it has {offer})"))
                 continue
             sku = skus[sku_name]
             if gpu == 0 and sku.gpu:
@@ -56,7 +59,7 @@ def plan_leaf_cells(document, vc_name, skus, guaranteed, gang):
             kind = [skus[name] for name in held if bool(skus[name].gpu) == (gpu > 0)]
             if not kind:
                 wanted = "GPU SKU" if gpu > 0 else "CPU SKU (gpu: 0)"
-                errors.append(at(["taskRoles", role], f"virtual cluster '{vc_name}' has no {wanted} "
+                errors.append(at(["taskRoles", role], f"{holder} has no {wanted} "
                                                       f"(it has {offer})"))
                 continue
             sku = min(kind, key=lambda s: (-held[s.name], s.name))
@@ -67,7 +70,7 @@ def plan_leaf_cells(document, vc_name, skus, guaranteed, gang):
             continue
         if per_instance > held[sku.name]:
             errors.append(at(["taskRoles", role], f"one instance needs {per_instance} {sku.name} leaf cells, "
-                                                  f"more than virtual cluster '{vc_name}' holds "
+                                                  f"more than {holder} holds "
                                                   f"({held[sku.name]})"))
             continue
         plans[role] = TaskRolePlan(sku=sku, cells_per_instance=per_instance, instances=spec.get("instances", 1))
@@ -78,7 +81,7 @@ def plan_leaf_cells(document, vc_name, skus, guaranteed, gang):
         for name, count in sorted(needed.items()):
             if count > held[name]:
                 errors.append(at(["taskRoles"], f"the job needs {count} {name} leaf cells at once (gang "
-                                                 f"allocation), more than virtual cluster '{vc_name}' holds "
+                                                 f"allocation), more than {holder} holds "
                                                  f"({held[name]})"))
     if errors:
         raise ProtocolError(errors)
