@@ -157,3 +157,15 @@ def test_policy_update_is_validated_and_audited(world):
     assert "job_retention_days" in excinfo.value.message_dict
     with pytest.raises(PermissionDenied):
         update_policies(world.b_admin, world.tenant_a, job_retention_days=9)
+
+
+def test_onboarding_email_names_this_weeks_dri(world, django_capture_on_commit_callbacks):
+    from datetime import date, timedelta
+
+    from apps.oncall.models import Rotation, RotationMember
+
+    rotation = Rotation.objects.create(name="platform", start_date=date.today() - timedelta(days=14))
+    RotationMember.objects.create(rotation=rotation, user=world.root, position=0)
+    with django_capture_on_commit_callbacks(execute=True):
+        onboard(world)
+    assert "This week's DRI (the on-call engineer for the cluster): root <root@example.com>" in mail.outbox[0].body

@@ -1,5 +1,7 @@
 """Load the demo: two teams sharing one local cluster. Safe to run again: it adds only what is missing."""
 
+from datetime import date, timedelta
+
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
@@ -23,7 +25,10 @@ DEMO_USERS = {
     "carol": ("pai-carol", "team-a", Membership.Role.MEMBER),
     "bob": ("pai-bob", "team-b", Membership.Role.ADMIN),
     "dave": ("pai-dave", "team-b", Membership.Role.MEMBER),
+    "erin": ("pai-erin", None, "platform"),
 }
+# The platform team's on-call rotation: weekly shifts, handed over on Mondays at 10:00.
+DEMO_ROTATION = ("platform", ["admin", "erin"])
 
 
 class Command(BaseCommand):
@@ -36,9 +41,10 @@ class Command(BaseCommand):
             self.virtual_clusters(cluster, tenants)
             self.storage(tenants)
             self.users(tenants)
+            self.rotation()
         self.stdout.write(self.style.SUCCESS("Demo data ready. Logins (username / password):"))
         for username, (password, slug, role) in DEMO_USERS.items():
-            what = "platform admin" if role == "platform" else f"{role} of {tenants[slug].name}"
+            what = "platform admin and DRI" if role == "platform" else f"{role} of {tenants[slug].name}"
             self.stdout.write(f"  {username:6} / {password:10}  {what}")
 
     def cluster(self):
@@ -136,6 +142,23 @@ class Command(BaseCommand):
                     },
                 )
                 StorageGrant.objects.get_or_create(storage=config, group=group, defaults={"is_default": True})
+
+    def rotation(self):
+        from apps.oncall.models import Rotation, RotationMember
+
+        name, members = DEMO_ROTATION
+        rotation, created = Rotation.objects.get_or_create(
+            name=name,
+            defaults={
+                "description": "The platform team's DRIs for the local cluster.",
+                "start_date": date.today() - timedelta(days=14),
+                "timezone": "UTC",
+            },
+        )
+        if created:
+            User = get_user_model()
+            for position, username in enumerate(members):
+                RotationMember.objects.create(rotation=rotation, user=User.objects.get(username=username), position=position)
 
     def users(self, tenants):
         User = get_user_model()
