@@ -251,7 +251,7 @@ class Controller:
         names = list(latest)
         for chunk in range(0, len(names), 1000):
             for ta in TaskAttempt.objects.filter(pod_name__in=names[chunk:chunk + 1000]).select_related(
-                "task__job_attempt__job"
+                "task__job_attempt"
             ):
                 attempts[ta.pod_name] = ta
         changed, completions = [], []
@@ -384,7 +384,12 @@ class Controller:
                 Q(pk__in=list(self._touched)) | Q(sub_state__in=DELETION_SUBSTATES) | Q(job__execution_type="STOP")
             )
         self._touched = set()
-        attempts = list(attempts.select_related("job").order_by("job_id", "index"))
+        # The job's spec is needed (completion policy); its other documents are not.
+        attempts = list(
+            attempts.select_related("job")
+            .defer("job__protocol_text", "job__launch", "job__placement", "job__warnings", "job__leaf_cells")
+            .order_by("job_id", "index")
+        )
         by_attempt = {}
         task_attempts = TaskAttempt.objects.filter(task__job_attempt__in=[a.pk for a in attempts]).select_related("task")
         for ta in task_attempts.order_by("task__task_role", "task__index", "index"):
@@ -559,7 +564,11 @@ class Controller:
                 .values_list("pk", flat=True)
             )
             attempts = [a for a in attempts if a.pk in open_ids]
-            jobs = Job.objects.select_for_update().in_bulk([a.job_id for a in attempts])
+            jobs = (
+                Job.objects.select_for_update()
+                .defer("protocol_text", "spec", "launch", "warnings", "leaf_cells", "placement")
+                .in_bulk([a.job_id for a in attempts])
+            )
             # Retries that used up jobRetryCount: earlier attempts that failed for unknown reasons.
             counted = {}
             for job_id, code in JobAttempt.objects.filter(
