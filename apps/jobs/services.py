@@ -6,7 +6,7 @@ from django.utils import timezone
 from apps.audit.services import record
 from apps.clusters.models import CellType
 from apps.clusters.topology import CellChains
-from apps.storage.models import StorageGrant
+from apps.storage.models import StorageConfig, StorageGrant
 from apps.virtualclusters.capacity import cluster_leaf_cells, guaranteed_leaf_cells
 from apps.virtualclusters.models import VirtualCluster
 
@@ -56,7 +56,10 @@ def _storages_for(user, asked):
     if not asked:
         defaults = dict(grants.filter(is_default=True).values_list("storage__name", "storage__mount_path"))
         return [{"name": name, "mountPath": mount_path} for name, mount_path in sorted(defaults.items())]
-    granted = set(grants.filter(storage__name__in=[s["name"] for s in asked]).values_list("storage__name", flat=True))
+    # Granted to one of the user's groups, or shared with one (`StorageConfig.granted_to`).
+    granted = set(
+        StorageConfig.objects.granted_to(user).filter(name__in=[s["name"] for s in asked]).values_list("name", flat=True)
+    )
     errors = [
         f"extras.storages[{i}].name: no storage named '{s['name']}' is granted to you"
         for i, s in enumerate(asked) if s["name"] not in granted

@@ -2,6 +2,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.db import models
 
+from apps.accounts.roles import is_platform_admin
 from apps.tenants.querysets import TenantOwnedQuerySet
 
 from .choices import StorageKind
@@ -38,7 +39,23 @@ class StorageServer(models.Model):
 
 class StorageConfigQuerySet(TenantOwnedQuerySet):
     def granted_to(self, user):
-        return self.filter(grants__group__user=user).distinct()
+        """Storages the user may mount: granted to one of their groups, or shared with one."""
+        from apps.accounts.sharing import shared_with_groups_of
+
+        from .sharing import StorageConfigGroupObjectPermission
+
+        if user is None or not user.is_authenticated:
+            return self.none()
+        shared = shared_with_groups_of(user, StorageConfigGroupObjectPermission, "view_storageconfig")
+        return self.filter(models.Q(pk__in=self.filter(grants__group__user=user).values("pk")) | models.Q(pk__in=shared))
+
+    def visible_to(self, user):
+        # A member sees their tenants' storages and any storage shared with one of their groups.
+        if is_platform_admin(user):
+            return self.all()
+        return self.filter(
+            models.Q(pk__in=super().visible_to(user).values("pk")) | models.Q(pk__in=self.granted_to(user).values("pk"))
+        )
 
 
 class StorageConfig(models.Model):
@@ -91,3 +108,6 @@ class StorageGrant(models.Model):
 
     def __str__(self):
         return f"{self.storage} → {self.group}"
+
+# Per-object shares (guardian permission models) live beside the model they share.
+from .sharing import StorageConfigGroupObjectPermission, StorageConfigUserObjectPermission  # noqa: E402,F401

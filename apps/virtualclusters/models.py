@@ -80,3 +80,6 @@ class VirtualClusterGrant(models.Model):
 
     def __str__(self):
         return f"{self.virtual_cluster} → {self.group}"
+
+# Per-object shares (guardian permission models) live beside the model they share.
+from .sharing import VirtualClusterGroupObjectPermission, VirtualClusterUserObjectPermission  # noqa: E402,F401

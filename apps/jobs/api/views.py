@@ -21,7 +21,7 @@ from ..filters import JobFilterSet
 from ..models import Job, JobAttempt, JobEvent, JobTag, Task
 from ..errors import ForbiddenUserError, InvalidParametersError, NoJobConfigError, NoJobError
 from ..protocol.structure import storable_text
-from ..querysets import is_readable
+from ..querysets import is_manageable, is_readable
 from . import docs
 from .parsers import PlainTextParser, XYAMLTextParser, YAMLTextParser
 from .renderers import YAMLRenderer
@@ -46,9 +46,10 @@ _JOB_PARAMETERS = [
 ]
 
 
-def _job(request, username, name, *, with_spec=False):
-    """The job `username~name` if the user may read it: 404 when not even listed to them,
-    403 when they see it only as a summary in their VC's queue."""
+def _job(request, username, name, *, with_spec=False, manage=False):
+    """The job `username~name` if the user may read it (with `manage`, stop or tag it): 404
+    when not even listed to them, 403 when they see it only as a summary in their VC's queue
+    or, for `manage`, hold only a read-only share."""
     if not (storable_text(username) and storable_text(name)):
         raise NoJobError("Job names are text without NUL characters.")
     jobs = Job.objects.visible_to(request.user).select_related("owner", "virtual_cluster")
@@ -61,6 +62,8 @@ def _job(request, username, name, *, with_spec=False):
         raise ForbiddenUserError(
             f"User {request.user.get_username()} may see job {username}~{name} only in the job list."
         )
+    if manage and not is_manageable(job, request.user):
+        raise ForbiddenUserError(f"Job {username}~{name} is shared with user {request.user.get_username()} read-only.")
     return job
 
 
@@ -285,7 +288,7 @@ class JobExecutionTypeView(APIView):
         examples=[OpenApiExample("stop", value={"value": "STOP"}, request_only=True)],
     )
     def put(self, request, username, name):
-        job = _job(request, username, name)
+        job = _job(request, username, name, manage=True)
         value = request.data.get("value") if isinstance(request.data, dict) else None
         if value not in ("START", "STOP"):
             raise InvalidParametersError("value: must be START or STOP")
@@ -306,7 +309,7 @@ class JobTagView(APIView):
         examples=[OpenApiExample("tag", value={"value": "baseline"}, request_only=True)],
     )
     def put(self, request, username, name):
-        job = _job(request, username, name)
+        job = _job(request, username, name, manage=True)
         value = self._value(request)
         services.add_tag(request.user, job, value)
         return Response({"message": f"Add tag {value} for job {job.name} successfully."})
@@ -317,7 +320,7 @@ class JobTagView(APIView):
         responses={200: MessageSerializer, 400: _ERRORS[400], 403: _ERRORS[403], 404: _ERRORS[404]},
     )
     def delete(self, request, username, name):
-        job = _job(request, username, name)
+        job = _job(request, username, name, manage=True)
         value = self._value(request)
         services.remove_tag(request.user, job, value)
         return Response({"message": f"Delete tag {value} from job {job.name} successfully."})
