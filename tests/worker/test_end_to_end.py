@@ -121,3 +121,14 @@ def test_a_gang_that_does_not_fit_waits_with_a_reason_then_starts(world, worker,
     assert detail["jobStatus"]["state"] == "WAITING"
     blocked = worker.wait_for_state(blocked, "SUCCEEDED", timeout=40)
     assert blocked.wait_reason == ""
+
+
+def test_a_failed_jobs_detail_explains_the_exit_with_its_spec_row_and_log(world, worker, submit):
+    job = submit(world.a_member, job_yaml("explained", roles={"main": {"commands": ["echo about to fail", "no-such-tool --now"]}}))
+    worker.wait_for_state(job, "FAILED")
+    status = api_get(world.a_member, "/api/v2/jobs/a_member~explained").json()["jobStatus"]
+    assert status["appExitCode"] == 127
+    assert status["appExitSpec"]["phrase"] and status["appExitSpec"]["type"] == "permanent"
+    assert status["appExitSpec"]["solution"]
+    assert status["appExitTriggerTaskRoleName"] == "main"
+    assert "about to fail" in status["appExitDiagnostics"]  # the tail of the failing task's log

@@ -5,6 +5,8 @@ dicts (the list, the hottest route, from plain rows) and tests check them field 
 
 from rest_framework import serializers
 
+from scheduler import exitcodes
+
 from ..choices import ExecutionType, JobState, JobSubState
 
 
@@ -45,12 +47,19 @@ class JobSummarySerializer(serializers.Serializer):
 
 
 class ExitSpecSerializer(serializers.Serializer):
+    """The exit spec row (scheduler/exitspec.yaml) that explains an exit: what happened, what to do."""
+
     code = serializers.IntegerField()
+    phrase = serializers.CharField()
+    type = serializers.ChoiceField(choices=["succeeded", "transient", "permanent", "unknown"])
+    issuer = serializers.CharField()
+    causer = serializers.ChoiceField(choices=["user", "platform", "resource"])
+    reason = serializers.CharField()
+    solution = serializers.CharField()
 
 
 def exit_spec(code):
-    # The exit spec table arrives with the lifecycle issue; until then only the code is known.
-    return None if code is None else {"code": code}
+    return None if code is None else exitcodes.row(code).as_dict()
 
 
 class TaskStatusSerializer(serializers.Serializer):
