@@ -1,14 +1,14 @@
 """Everything under /api/: the OpenPAI-compatible v2 routes, pai-native routes, the schema."""
 
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from pai.api.info import InfoView
 from pai.api.routing import openpai_path
 
 urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
-    path("docs/", SpectacularSwaggerView.as_view(url_name="api-schema"), name="api-docs"),
+    path("docs/", SpectacularSwaggerSplitView.as_view(url_name="api-schema"), name="api-docs"),
     *openpai_path("v2/info", InfoView.as_view(), "api-info"),
     path("v2/", include("apps.accounts.api.urls")),
     path("v2/", include("apps.accounts.oidc_api_urls")),

@@ -37,6 +37,18 @@ if not SECRET_KEY:
         raise ImproperlyConfigured("SECRET_KEY must be set when PAI_ENV=production")
     SECRET_KEY = "dev-only-insecure-key-never-use-in-production-0123456789abcdef"
 
+# Fernet keys of the secrets stored encrypted (job secrets, registry credentials): a
+# comma-separated list, the first encrypts, every one decrypts (key rotation).
+PAI_SECRETS_KEYS = env_list("PAI_SECRETS_KEY")
+if not PAI_SECRETS_KEYS:
+    if PRODUCTION:
+        raise ImproperlyConfigured("PAI_SECRETS_KEY must be set when PAI_ENV=production")
+    import base64
+    import hashlib
+
+    # Development: a key derived from SECRET_KEY, so a dev box needs no extra setting.
+    PAI_SECRETS_KEYS = [base64.urlsafe_b64encode(hashlib.sha256(b"pai-secrets:" + SECRET_KEY.encode()).digest()).decode()]
+
 DEBUG = env_bool("DEBUG", not PRODUCTION)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "" if PRODUCTION else "localhost,127.0.0.1,[::1],testserver")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
@@ -75,8 +87,10 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "pai.security.CurrentRequestMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "pai.security.ContentSecurityPolicyMiddleware",
 ]
 
 ROOT_URLCONF = "pai.urls"
@@ -127,6 +141,8 @@ if PAI_AUTH_MODE not in {"basic", "oidc"}:
     raise ImproperlyConfigured("PAI_AUTH_MODE must be 'basic' or 'oidc'")
 
 AUTHENTICATION_BACKENDS = [
+    # First: refuses a locked-out user name or address before any password is checked.
+    "apps.accounts.backends.LoginLockoutBackend",
     "django.contrib.auth.backends.ModelBackend",
     "apps.accounts.backends.PlatformAdminBackend",
     "guardian.backends.ObjectPermissionBackend",
@@ -155,8 +171,14 @@ PAI_OIDC_GROUPS_CLAIM = env("PAI_OIDC_GROUPS_CLAIM", "groups")
 # Named on the page that refuses a user in no group pai knows.
 PAI_OIDC_ACCESS_CONTACT = env("PAI_OIDC_ACCESS_CONTACT", "the administrator of your team")
 
-LOGIN_URL = "/admin/login/"
+# Members sign in on pai's own page (the admin's refuses non-staff); in OIDC mode that
+# page forwards them to the provider.
+LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
+# Brute-force protection of every password login (API, pages, admin): this many failures
+# for one user name, or from one address, lock it out for the lockout period.
+PAI_LOGIN_MAX_FAILURES = int(env("PAI_LOGIN_MAX_FAILURES", "10"))
+PAI_LOGIN_LOCKOUT_SECONDS = int(env("PAI_LOGIN_LOCKOUT_SECONDS", "900"))
 
 # django-guardian: pai has no anonymous object permissions.
 ANONYMOUS_USER_NAME = None
@@ -287,6 +309,13 @@ CACHES = {
     else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
 }
 
+# --- Security headers (every environment) -------------------------------------------
+SECURE_CONTENT_TYPE_NOSNIFF = True
+X_FRAME_OPTIONS = "DENY"
+SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
+# No CORS: pai sends no Access-Control-* header, so browsers keep other origins out.
+
 # --- Production hardening -------------------------------------------------------------
 if PRODUCTION:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
@@ -296,8 +325,6 @@ if PRODUCTION:
     SECURE_HSTS_PRELOAD = True
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
-    SECURE_REFERRER_POLICY = "same-origin"
-    X_FRAME_OPTIONS = "DENY"
 
 LOGGING = {
     "version": 1,

@@ -8,6 +8,7 @@ urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
     path("readyz", views.readyz, name="readyz"),
     path("admin/", admin.site.urls),
+    path("accounts/", include("apps.accounts.login_urls")),
     path("accounts/", include("django.contrib.auth.urls")),
     path("oidc/", include("apps.accounts.oidc_urls")),
     path("api/", include("pai.api_urls")),

@@ -412,7 +412,7 @@ def test_the_token_page_sends_anonymous_visitors_to_login(browser):
     response = browser.client.get("/oidc/token/")
 
     assert response.status_code == 302
-    assert response["Location"].startswith("/admin/login/?next=/oidc/token/")
+    assert response["Location"].startswith("/accounts/login/?next=/oidc/token/")
     again = browser.client.get(response["Location"])
     assert again["Location"] == "/oidc/authenticate/?next=%2Foidc%2Ftoken%2F"
 

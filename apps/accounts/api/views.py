@@ -16,6 +16,7 @@ from django.db import IntegrityError
 from django.db.models import ProtectedError
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
 from rest_framework import status
+from rest_framework.exceptions import Throttled
 from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.response import Response
@@ -38,7 +39,7 @@ from pai.api.errors import (
 from pai.api.permissions import BasicModeOnly, NotApplicationToken
 from pai.api.views import PAGE_PARAMETERS, ApiView, ErrorSerializer, MessageSerializer, message, openpai_page
 
-from .. import services
+from .. import lockout, services
 from ..models import ApiToken, Group
 from ..roles import ADMIN_GROUP, DEFAULT_GROUP, admin_tenant_ids, is_platform_admin
 from ..selectors import users_manageable_by, users_visible_to
@@ -74,9 +75,12 @@ class BasicLoginView(ApiView):
         summary="Get an access token using username and password (basic mode only).",
         description="Form-encoded (as OpenPAI documents it) or JSON. The token expires after `expiration` "
         "seconds (default 7 days). Wrong user name and wrong password answer alike, so that the answer "
-        "does not tell which accounts exist.",
+        "does not tell which accounts exist. After `PAI_LOGIN_MAX_FAILURES` failures for a user name or from an "
+        "address, logins are refused with 429 for `PAI_LOGIN_LOCKOUT_SECONDS`.",
         request={"application/x-www-form-urlencoded": s.LoginSerializer, "application/json": s.LoginSerializer},
-        responses={200: s.LoginResponseSerializer, **errors(400)},
+        responses={200: s.LoginResponseSerializer, **errors(400),
+                   429: OpenApiResponse(ErrorSerializer, description="TooManyRequestsError: too many failed "
+                                        "logins for this user name or address; see Retry-After")},
         examples=[
             OpenApiExample("Login", value={"username": "alice", "password": "secret", "expiration": 3600},
                            request_only=True),
@@ -89,9 +93,13 @@ class BasicLoginView(ApiView):
         serializer = s.LoginSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         data = serializer.validated_data
+        wait = lockout.retry_after(data["username"], request)
+        if wait:
+            raise Throttled(wait=wait, detail=lockout.message(wait))
         user = authenticate(request, username=data["username"], password=data["password"])
         if user is None:
             raise IncorrectPasswordError("Username or password is incorrect.")
+        lockout.register_success(user.get_username())
         _, token = services.issue_login_token(user, data.get("expiration"))
         return Response({"user": user.username, "token": token, "admin": is_platform_admin(user)})
 

@@ -1,0 +1,10 @@
+"""The sign-in and sign-out pages, ahead of django.contrib.auth's other account pages under /accounts/."""
+
+from django.urls import path
+
+from . import login_views
+
+urlpatterns = [
+    path("login/", login_views.SignInView.as_view(), name="login"),
+    path("logout/", login_views.SignOutView.as_view(), name="logout"),
+]
