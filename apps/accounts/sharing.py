@@ -58,7 +58,10 @@ def _auth_group(group):
 
 
 def _group_of_same_tenant(obj, group):
-    return getattr(group, "tenant_id", None) == obj.tenant_id
+    from .models import Group
+
+    tenant_id = Group.objects.filter(pk=group.pk).values_list("tenant_id", flat=True).first()
+    return tenant_id == obj.tenant_id
 
 
 @transaction.atomic

@@ -1,10 +1,13 @@
 """Jobs in the Django admin: read-only records, scoped like the API, with a stop action.
 
-Rows are scoped with `readable_by` (owner, the job's tenant admins, platform admins),
-the scope that may see a job's config, since the change page shows it.
+Rows are scoped with `readable_by` (owner, the job's tenant admins, platform admins,
+users it is shared with), the scope that may see a job's config, since the change page
+shows it. Its shares are managed on guardian's object-permission pages.
 """
 
 from django.contrib import admin, messages
+
+from apps.accounts.sharing_admin import SharingAdminMixin
 
 from . import services
 from .choices import COMPLETED_STATES, ExecutionType
@@ -36,7 +39,7 @@ class JobEventInline(_ReadOnlyInline):
 
 
 @admin.register(Job)
-class JobAdmin(admin.ModelAdmin):
+class JobAdmin(SharingAdminMixin, admin.ModelAdmin):
     list_display = ["name", "owner", "virtual_cluster", "state", "sub_state", "priority_class", "total_gpu",
                     "submitted_at"]
     list_filter = ["state", "priority_class", "virtual_cluster"]
@@ -72,6 +75,8 @@ class JobAdmin(admin.ModelAdmin):
     @admin.action(description="Stop selected jobs")
     def stop_jobs(self, request, queryset):
         stopped = 0
+        # The rows include jobs shared read-only with the user; those are not theirs to stop.
+        queryset = queryset.filter(pk__in=Job.objects.manageable_by(request.user).values("pk"))
         for job in queryset.exclude(state__in=COMPLETED_STATES).exclude(execution_type=ExecutionType.STOP):
             services.set_execution_type(request.user, job, ExecutionType.STOP)
             stopped += 1

@@ -1,5 +1,6 @@
 from django.contrib import admin
 
+from apps.accounts.sharing_admin import SharingAdminMixin
 from apps.tenants.admin_mixins import TenantScopedAdmin, TenantScopedInline
 
 from .models import StorageConfig, StorageGrant, StorageServer
@@ -19,7 +20,7 @@ class StorageGrantInline(TenantScopedInline, admin.TabularInline):
 
 
 @admin.register(StorageConfig)
-class StorageConfigAdmin(TenantScopedAdmin):
+class StorageConfigAdmin(SharingAdminMixin, TenantScopedAdmin):
     list_display = ("name", "server", "mount_path", "read_only", "per_user_sub_path", "tenant")
     list_filter = ("tenant", "read_only")
     search_fields = ("name", "claim_name", "mount_path")

@@ -2,6 +2,7 @@ from django import forms
 from django.contrib import admin
 
 from apps.accounts.roles import is_platform_admin
+from apps.accounts.sharing_admin import SharingAdminMixin
 from apps.clusters.models import CellType
 from apps.tenants.admin_mixins import TenantScopedAdmin, TenantScopedInline
 
@@ -37,7 +38,7 @@ class VirtualClusterGrantInline(TenantScopedInline, admin.TabularInline):
 
 
 @admin.register(VirtualCluster)
-class VirtualClusterAdmin(TenantScopedAdmin):
+class VirtualClusterAdmin(SharingAdminMixin, TenantScopedAdmin):
     """Quotas are the platform's to set; a tenant admin sees them and manages who may use them."""
 
     form = VirtualClusterForm
