@@ -5,12 +5,34 @@ from apps.accounts.roles import is_platform_admin, is_tenant_admin
 from .models import AuditEntry
 
 
+class ActorFilter(admin.SimpleListFilter):
+    """The actors of the entries the reader may see (a user list filter would name every account)."""
+
+    title = "actor"
+    parameter_name = "actor_name"
+
+    def lookups(self, request, model_admin):
+        names = model_admin.get_queryset(request).order_by("actor_name").values_list("actor_name", flat=True)
+        return [(name, name) for name in names.distinct()[:200]]
+
+    def queryset(self, request, queryset):
+        if self.value():
+            return queryset.filter(actor_name=self.value())
+        return queryset
+
+
 @admin.register(AuditEntry)
 class AuditEntryAdmin(admin.ModelAdmin):
     """Read-only. Platform admins read everything; a tenant admin reads their tenants' entries."""
 
     list_display = ("created_at", "actor_name", "action", "object_type", "object_repr", "tenant")
-    list_filter = ("action", "object_type", "tenant")
+    list_filter = (
+        ActorFilter,
+        ("created_at", admin.DateFieldListFilter),
+        "action",
+        "object_type",
+        ("tenant", admin.RelatedOnlyFieldListFilter),
+    )
     search_fields = ("actor_name", "action", "object_repr", "object_id")
     date_hierarchy = "created_at"
     readonly_fields = [f.name for f in AuditEntry._meta.fields]

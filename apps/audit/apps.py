@@ -5,3 +5,6 @@ class AuditConfig(AppConfig):
     name = "apps.audit"
     label = "audit"
     verbose_name = "Audit log"
+
+    def ready(self):
+        from . import signals  # noqa: F401
