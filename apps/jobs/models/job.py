@@ -3,6 +3,8 @@ import hashlib
 from django.conf import settings
 from django.db import models
 
+from pai.security import EncryptedJSONField
+
 from ..choices import DEFAULT_PRIORITY_CLASS, PRIORITY_OF_CLASS, ExecutionType, JobState, JobSubState, PriorityClass
 from ..querysets import JobPartQuerySet, JobQuerySet
 
@@ -109,12 +111,14 @@ class JobSecret(models.Model):
     """The job's secrets as submitted, kept apart from everything that is shown.
 
     `values` is the document's `secrets` map; `image_auth` the resolved registry
-    credentials per dockerimage prerequisite. Only the worker reads this row.
+    credentials per dockerimage prerequisite. Only the worker reads this row. Both are
+    encrypted at rest (`PAI_SECRETS_KEY`): the columns hold Fernet tokens, the
+    attributes the plain maps.
     """
 
     job = models.OneToOneField(Job, on_delete=models.CASCADE, related_name="secret")
-    values = models.JSONField(default=dict)
-    image_auth = models.JSONField(default=dict)
+    values = EncryptedJSONField(default=dict)
+    image_auth = EncryptedJSONField(default=dict)
 
     objects = JobPartQuerySet.as_manager()
 
