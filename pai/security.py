@@ -18,6 +18,7 @@ import secrets
 
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from django.conf import settings
+from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.db import models
 
@@ -34,6 +35,15 @@ def _box(keys):
         raise ImproperlyConfigured(
             "PAI_SECRETS_KEY must be a comma-separated list of Fernet keys (32 url-safe base64-encoded bytes each)"
         ) from exc
+
+
+@checks.register(checks.Tags.security)
+def check_secrets_keys(app_configs=None, **kwargs):
+    try:
+        secrets_box()
+    except ImproperlyConfigured as exc:
+        return [checks.Error(str(exc), id="pai.E001")]
+    return []
 
 
 def secrets_box():

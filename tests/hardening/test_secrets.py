@@ -137,3 +137,12 @@ def raw_secret_columns():
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT {connection.ops.quote_name('values')}, image_auth FROM jobs_jobsecret")
         return " ".join(str(as_text(value)) for row in cursor.fetchall() for value in row)
+
+
+def test_a_malformed_secrets_key_fails_the_system_checks(tmp_path):
+    env = {**os.environ, "PAI_SECRETS_KEY": "not-a-fernet-key", "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}"}
+    result = subprocess.run([sys.executable, "manage.py", "check"], cwd=ROOT, env=env, capture_output=True,
+                            text=True, timeout=120)
+
+    assert result.returncode != 0
+    assert "pai.E001" in result.stderr and "PAI_SECRETS_KEY must be a comma-separated list of Fernet keys" in result.stderr
