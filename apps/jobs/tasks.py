@@ -55,5 +55,6 @@ def kick():
 
     from .worker.lease import current_holder
 
-    if current_holder() is None and cache.add("pai:scheduler-kick", 1, KICK_WINDOW_SECONDS):
+    # The cache first: within a window a burst of submits costs no query at all.
+    if cache.add("pai:scheduler-kick", 1, KICK_WINDOW_SECONDS) and current_holder() is None:
         async_task("apps.jobs.tasks.scheduler_loop", task_name="jobs.scheduler_loop.kick")
