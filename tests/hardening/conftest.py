@@ -1,4 +1,5 @@
 import pytest
+from django.db import connection
 from rest_framework.test import APIClient
 
 
@@ -15,3 +16,18 @@ def api():
 
 def login(client, username, password, **extra):
     return client.post("/api/v2/authn/basic/login", {"username": username, "password": password, **extra}, format="json")
+
+
+def every_row_of_every_table():
+    """(table, column, value) for every column of every row of every table, as text."""
+    with connection.cursor() as cursor:
+        for table in connection.introspection.table_names(cursor):
+            cursor.execute(f"SELECT * FROM {connection.ops.quote_name(table)}")
+            names = [column[0] for column in cursor.description]
+            for row in cursor.fetchall():
+                for name, value in zip(names, row):
+                    yield table, name, value if isinstance(value, (str, bytes, memoryview)) else str(value)
+
+
+def as_text(value):
+    return bytes(value).decode("latin-1") if isinstance(value, (bytes, memoryview)) else value

@@ -16,28 +16,13 @@ from apps.jobs.models import Job, JobSecret
 from pai.security import SecretsKeyError
 from tests.factories import PASSWORD
 
-from .conftest import login
+from .conftest import as_text, every_row_of_every_table, login
 
 pytestmark = pytest.mark.django_db
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 JOBFILE = (ROOT / "tests" / "jobs" / "jobfiles" / "private_image_secrets.yaml").read_text()
 PLAINTEXTS = ("s3cr3t-Pa55w0rd", "sk-live-0123456789")
-
-
-def every_row_of_every_table():
-    """(table, column, value) for every column of every row of every table, as text."""
-    with connection.cursor() as cursor:
-        for table in connection.introspection.table_names(cursor):
-            cursor.execute(f"SELECT * FROM {connection.ops.quote_name(table)}")
-            names = [column[0] for column in cursor.description]
-            for row in cursor.fetchall():
-                for name, value in zip(names, row):
-                    yield table, name, value if isinstance(value, (str, bytes, memoryview)) else str(value)
-
-
-def as_text(value):
-    return bytes(value).decode("latin-1") if isinstance(value, (bytes, memoryview)) else value
 
 
 def submit_with_secrets(api):
