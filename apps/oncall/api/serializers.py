@@ -42,11 +42,11 @@ class SlaClockSerializer(serializers.Serializer):
 
 
 class IncidentSerializer(serializers.ModelSerializer):
-    cluster = serializers.SlugRelatedField(slug_field="name", read_only=True)
-    reporter = serializers.SlugRelatedField(slug_field="username", read_only=True)
-    acknowledged_by = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    cluster = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
+    reporter = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
+    acknowledged_by = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
     assignees = serializers.SlugRelatedField(slug_field="username", many=True, read_only=True)
-    rotation = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    rotation = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
     proposed_severity = serializers.IntegerField(read_only=True, allow_null=True)
     sla_policy = serializers.SerializerMethodField()
     sla_clock = serializers.SerializerMethodField()
