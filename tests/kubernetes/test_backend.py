@@ -305,3 +305,20 @@ def test_the_calls_the_backend_makes_are_exactly_what_the_chart_grants(kube_serv
     backend.delete_pod(created.name, uid=created.uid, grace_seconds=0)
     backend.forget_pod(created.name)
     assert kube_server.api_calls() == set(API_CALLS)
+
+
+def test_a_hung_request_times_out_and_is_retried(kube_server):
+    from scheduler.backends.kubernetes import KubeApi, KubernetesBackend
+
+    from .conftest import FAST_BACKOFF
+
+    kube_server.add_node("gpu-node-1")
+    api = KubeApi(kube_server.api_client(retries=False), qps=1000, burst=1000, backoff=FAST_BACKOFF, timeout=(1.0, 0.3))
+    backend = KubernetesBackend(api)
+    try:
+        kube_server.inject_fault("GET", r"^/api/v1/pods$", hang=2.0, count=1)
+        assert backend.list_pods() == []
+        assert api.retries == 1
+    finally:
+        kube_server.clear_faults()
+        backend.close()
