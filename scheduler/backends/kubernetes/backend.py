@@ -53,7 +53,7 @@ from ..base import (
     is_valid_pod_name,
 )
 from . import manifests
-from .client import Backoff, KubeApi, KubeError, Unavailable
+from .client import KubeApi, KubeError, Unavailable
 from .manifests import LabelKeys, PodOptions
 
 log = logging.getLogger(__name__)
@@ -542,4 +542,4 @@ def _creation_error(spec: PodSpec, exc: KubeError):
     return TransientCreationError(text)
 
 
-__all__ = ["Backoff", "KubernetesBackend", "LabelKeys", "PodOptions"]
+__all__ = ["KubernetesBackend"]
