@@ -40,6 +40,8 @@ _ERRORS = {
     403: OpenApiResponse(ErrorSerializer, description="ForbiddenUserError"),
     404: OpenApiResponse(ErrorSerializer, description="NoJobError: no such job, or not yours to see."),
 }
+# Indexes in paths are unsigned: the URL patterns match digits only.
+_INDEX = {"type": "integer", "minimum": 0}
 _JOB_PARAMETERS = [
     OpenApiParameter("username", OpenApiTypes.STR, OpenApiParameter.PATH, description="the job's owner"),
     OpenApiParameter("name", OpenApiTypes.STR, OpenApiParameter.PATH, description="the job's name"),
@@ -372,7 +374,7 @@ class JobAttemptListView(APIView):
 class JobAttemptDetailView(APIView):
     @extend_schema(
         operation_id="getJobAttempt", summary="One attempt of a job",
-        parameters=_JOB_PARAMETERS + [OpenApiParameter("attempt_index", OpenApiTypes.INT, OpenApiParameter.PATH)],
+        parameters=_JOB_PARAMETERS + [OpenApiParameter("attempt_index", _INDEX, OpenApiParameter.PATH)],
         responses={200: JobAttemptSerializer, 403: _ERRORS[403], 404: _ERRORS[404]},
     )
     def get(self, request, username, name, attempt_index):
@@ -408,9 +410,9 @@ def _task(request, username, name, attempt_index, role, task_index):
 
 
 _TASK_PARAMETERS = _JOB_PARAMETERS + [
-    OpenApiParameter("attempt_index", OpenApiTypes.INT, OpenApiParameter.PATH, description="job attempt index"),
+    OpenApiParameter("attempt_index", _INDEX, OpenApiParameter.PATH, description="job attempt index"),
     OpenApiParameter("task_role", OpenApiTypes.STR, OpenApiParameter.PATH),
-    OpenApiParameter("task_index", OpenApiTypes.INT, OpenApiParameter.PATH),
+    OpenApiParameter("task_index", _INDEX, OpenApiParameter.PATH),
 ]
 
 
@@ -472,7 +474,7 @@ def _log_file(task_attempt):
 class TaskAttemptLogsView(APIView):
     @extend_schema(
         operation_id="getTaskAttemptLogs", summary="Where a task attempt's logs are", description=docs.LOGS,
-        parameters=_TASK_PARAMETERS + [OpenApiParameter("task_attempt_index", OpenApiTypes.INT, OpenApiParameter.PATH)],
+        parameters=_TASK_PARAMETERS + [OpenApiParameter("task_attempt_index", _INDEX, OpenApiParameter.PATH)],
         responses={200: LogLocationsSerializer, 403: _ERRORS[403], 404: _ERRORS[404]},
     )
     def get(self, request, username, name, attempt_index, task_role, task_index, task_attempt_index):
@@ -489,7 +491,7 @@ class TaskAttemptLogView(APIView):
     @extend_schema(
         operation_id="getTaskAttemptLog", summary="A task attempt's log text",
         parameters=_TASK_PARAMETERS + [
-            OpenApiParameter("task_attempt_index", OpenApiTypes.INT, OpenApiParameter.PATH),
+            OpenApiParameter("task_attempt_index", _INDEX, OpenApiParameter.PATH),
             OpenApiParameter("tail-mode", OpenApiTypes.BOOL, description="only the last 16 KiB"),
         ],
         responses={(200, "text/plain"): OpenApiTypes.STR, 403: _ERRORS[403], 404: _ERRORS[404]},
