@@ -12,7 +12,6 @@ from .forms import SignInForm
 
 class SignInView(auth_views.LoginView):
     form_class = SignInForm
-    redirect_authenticated_user = True
 
     def dispatch(self, request, *args, **kwargs):
         if settings.PAI_AUTH_MODE == "oidc":
