@@ -145,6 +145,10 @@ API = {
         (401, 200, 200, 404, 200, 200),
     ('GET', 'api/v2/jobs/{username}~{name}/attempts/{attempt_index}/taskRoles/{task_role}/taskIndex/{task_index}/attempts/{task_attempt_index}/logs/all'):
         (401, 200, 200, 404, 200, 200),
+    ('GET', 'api/v2/jobs/{username}~{name}/shares'):
+        (401, 200, 200, 404, 200, 403),
+    ('PUT', 'api/v2/jobs/{username}~{name}/shares'):
+        (401, 400, 400, 404, 400, 403),
     ('GET', 'api/v2/jobs/{username}~{name}/config'):
         (401, 200, 200, 404, 200, 200),
     ('GET', 'api/v2/jobs/{username}~{name}/events'):
@@ -222,11 +226,11 @@ HTML = {
     ('POST', ''):
         (200, 200, 200, 200, 200, 200),
     ('GET', 'accounts/login'):
-        (200, 302, 302, 302, 302, 302),
+        (200, 200, 200, 200, 200, 200),
     ('POST', 'accounts/login'):
-        (200, 302, 302, 302, 302, 302),
+        (200, 200, 200, 200, 200, 200),
     ('PUT', 'accounts/login'):
-        (200, 302, 302, 302, 302, 302),
+        (200, 200, 200, 200, 200, 200),
     ('GET', 'accounts/logout'):
         (200, 200, 200, 200, 200, 200),
     ('POST', 'accounts/logout'):

@@ -178,3 +178,36 @@ def test_share_a_job_through_the_admin(shared_world, client):
                 {"action": "stop_jobs", "_selected_action": [w.private_job.pk]})
     w.private_job.refresh_from_db()
     assert w.private_job.execution_type != "STOP"
+
+
+# --- the pai-native shares route ----------------------------------------------------------
+
+def test_owner_shares_a_job_through_the_api(shared_world, clients):
+    w, owner = shared_world, clients["a_member"]
+    url = "/api/v2/jobs/a_member~private_job/shares"
+    assert owner.get(url).json() == {"users": []}
+    assert clients["b_member"].get(f"{url}").status_code == 404
+    response = owner.put(url, {"users": ["b_member", "a_admin"]}, format="json")
+    assert response.status_code == 200 and response.json() == {"users": ["a_admin", "b_member"]}
+    assert clients["b_member"].get("/api/v2/jobs/a_member~private_job/config").status_code == 200
+    # A holder of a share reads the job but cannot change who else may.
+    denied = clients["b_member"].put(url, {"users": ["b_member", "b_admin"]}, format="json")
+    assert denied.status_code == 403
+    assert owner.put(url, {"users": []}, format="json").json() == {"users": []}
+    assert clients["b_member"].get("/api/v2/jobs/a_member~private_job/config").status_code == 404
+    assert list(AuditEntry.objects.filter(action__startswith="share.", object_id=str(w.private_job.pk))
+                .order_by("pk").values_list("action", "changes")) == [
+        ("share.grant.job", {"user": "a_admin"}), ("share.grant.job", {"user": "b_member"}),
+        ("share.revoke.job", {"user": "a_admin"}), ("share.revoke.job", {"user": "b_member"}),
+    ]
+
+
+@pytest.mark.parametrize("body, field", [
+    ({"users": ["nobody"]}, "users: no active user named nobody"),
+    ({"users": "b_member"}, "users:"),
+    ({}, "users:"),
+])
+def test_bad_share_lists_are_refused_naming_the_field(shared_world, clients, body, field):
+    response = clients["a_member"].put("/api/v2/jobs/a_member~private_job/shares", body, format="json")
+    assert response.status_code == 400 and response.json()["message"].startswith(field)
+    assert not shared_world.private_job.user_shares.exists()

@@ -6,7 +6,7 @@ Each route also answers with a trailing slash, as OpenPAI's REST server did (see
 
 from django.urls import path, re_path
 
-from . import views
+from . import sharing, views
 
 JOB = r"^jobs/(?P<username>[^/~]+)~(?P<name>[^/]+)"
 TASK = JOB + r"/attempts/(?P<attempt_index>\d+)/taskRoles/(?P<task_role>[^/]+)/taskIndex/(?P<task_index>\d+)/attempts"
@@ -23,6 +23,7 @@ urlpatterns = [
     *_route(JOB + r"/config", views.JobConfigView.as_view(), "job-config"),
     *_route(JOB + r"/executionType", views.JobExecutionTypeView.as_view(), "job-execution-type"),
     *_route(JOB + r"/tag", views.JobTagView.as_view(), "job-tag"),
+    *_route(JOB + r"/shares", sharing.JobSharesView.as_view(), "job-shares"),
     *_route(JOB + r"/events", views.JobEventsView.as_view(), "job-events"),
     *_route(JOB + r"/job-attempts", views.JobAttemptListView.as_view(), "job-attempts"),
     *_route(JOB + r"/job-attempts/(?P<attempt_index>\d+)", views.JobAttemptDetailView.as_view(), "job-attempt"),
