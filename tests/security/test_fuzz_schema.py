@@ -8,8 +8,11 @@ message echoes the name asked for). The number of cases that ran is printed and 
 
 import copy
 
+import pytest
 import schemathesis
 from django.core.cache import cache
+from django.core.signals import request_finished, request_started
+from django.db import close_old_connections
 from django.test import override_settings
 from hypothesis import HealthCheck, Phase, given, settings
 from schemathesis.checks import not_a_server_error
@@ -40,12 +43,25 @@ def _jobs_with_secrets(w):
         job_services.submit_job(user, document)
 
 
+@pytest.fixture
+def wsgi_keeps_the_test_connection():
+    """Calling the real WSGI app sends request_started/finished, whose handler closes the
+    database connection, and the test's transaction with it; Django's own test client
+    disconnects it around each request the same way."""
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    yield
+    request_started.connect(close_old_connections)
+    request_finished.connect(close_old_connections)
+
+
 def _request_text(case):
     return " ".join(str(part) for part in (case.path_parameters, case.query, case.body, case.headers))
 
 
 @override_settings(PAI_THROTTLE_JOB_SUBMIT="100000/hour", PAI_THROTTLE_JOB_LIST="100000/min")
-def test_schemathesis_finds_no_5xx_no_schema_violation_no_leak(world, capsys, record_property):
+def test_schemathesis_finds_no_5xx_no_schema_violation_no_leak(world, capsys, record_property,
+                                                              wsgi_keeps_the_test_connection):
     _jobs_with_secrets(world)
     forbidden = ["b_member", "b_admin", "team_b", "team-b", "Team B", "b_secret_job",
                  *A_SECRETS.values(), *B_SECRETS.values()]

@@ -10,6 +10,16 @@ from ..models import Alert, FollowUp, Incident, Rotation, TimelineEntry
 User = get_user_model()
 
 
+class NameField(serializers.SlugRelatedField):
+    """A reference by name that refuses NUL characters before the lookup: PostgreSQL
+    cannot compare text containing them and would fail the request with a 500."""
+
+    def to_internal_value(self, data):
+        if isinstance(data, str) and "\x00" in data:
+            raise serializers.ValidationError("Null characters are not allowed.")
+        return super().to_internal_value(data)
+
+
 class UserRefSerializer(serializers.ModelSerializer):
     class Meta:
         model = User
@@ -25,7 +35,7 @@ class TimelineEntrySerializer(serializers.ModelSerializer):
 
 
 class FollowUpSerializer(serializers.ModelSerializer):
-    owner = serializers.SlugRelatedField(slug_field="username", queryset=User.objects.all(), allow_null=True, required=False)
+    owner = NameField(slug_field="username", queryset=User.objects.all(), allow_null=True, required=False)
 
     class Meta:
         model = FollowUp
@@ -84,7 +94,7 @@ class IncidentCreateSerializer(serializers.Serializer):
     severity = serializers.ChoiceField(
         choices=Severity.choices, help_text="A user's severity is a proposal that a DRI confirms."
     )
-    cluster = serializers.SlugRelatedField(slug_field="name", queryset=Cluster.objects.all(), required=False, allow_null=True)
+    cluster = NameField(slug_field="name", queryset=Cluster.objects.all(), required=False, allow_null=True)
 
 
 class IncidentNoteSerializer(serializers.Serializer):
@@ -142,9 +152,9 @@ class RotationSerializer(serializers.ModelSerializer):
 
 
 class OverrideSerializer(serializers.Serializer):
-    user = serializers.SlugRelatedField(slug_field="username", queryset=User.objects.filter(is_active=True),
+    user = NameField(slug_field="username", queryset=User.objects.filter(is_active=True),
                                         help_text="Who takes the shift.")
-    replaces = serializers.SlugRelatedField(slug_field="username", queryset=User.objects.all(),
+    replaces = NameField(slug_field="username", queryset=User.objects.all(),
                                             help_text="The scheduled DRI who is covered for.")
     starts_at = serializers.DateTimeField()
     ends_at = serializers.DateTimeField()
@@ -162,9 +172,9 @@ class OverrideReadSerializer(serializers.Serializer):
 
 class SwapSerializer(serializers.Serializer):
     first_index = serializers.IntegerField(min_value=0, help_text="A shift index, as `shifts` lists them.")
-    first_user = serializers.SlugRelatedField(slug_field="username", queryset=User.objects.all())
+    first_user = NameField(slug_field="username", queryset=User.objects.all())
     second_index = serializers.IntegerField(min_value=0)
-    second_user = serializers.SlugRelatedField(slug_field="username", queryset=User.objects.filter(is_active=True))
+    second_user = NameField(slug_field="username", queryset=User.objects.filter(is_active=True))
 
 
 class OnCallNowSerializer(serializers.Serializer):
