@@ -98,7 +98,7 @@ def test_production_refuses_to_start_without_a_secrets_key(tmp_path):
     assert "PAI_SECRETS_KEY must be set" in result.stderr
 
 
-@pytest.mark.django_db(transaction=True)
+@pytest.mark.django_db(transaction=True, serialized_rollback=True)
 def test_the_migration_encrypts_the_rows_it_finds_and_decrypts_them_going_back(world):
     from apps.jobs import services as job_services
 
