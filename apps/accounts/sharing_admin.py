@@ -13,7 +13,7 @@ from django.contrib import messages
 from django.contrib.admin.utils import unquote
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group as AuthGroup
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import ValidationError
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -119,11 +119,7 @@ class SharingAdminMixin(GuardedModelAdminMixin):
         form_class = type(form_class.__name__, (form_class,), {"actor": request.user})
         form = form_class(target, obj, request.POST if request.method == "POST" else None)
         if request.method == "POST" and form.is_valid():
-            try:
-                saved = form.save_obj_perms()
-            except PermissionDenied:
-                raise Http404 from None
-            if saved:
+            if form.save_obj_perms():
                 messages.success(request, "Shares saved.")
                 return redirect(request.path)
         context = self.get_obj_perms_base_context(request, obj)
