@@ -1,16 +1,24 @@
 """Isolation, proven: every API route, every HTML page and every admin page, for every principal.
 
-Routes come from the URL resolver, so a new route fails `test_every_*_declares_its_rule`
-until its row is added below. Each row is the exact status every principal gets, on
-Team A's objects (`matrix_world`), with an empty body for writes, each request rolled
-back so that the next one sees the same world:
+Routes come from the URL resolver and models from the admin registry, so a new route or
+admin registration fails `test_every_*_declares_its_rule` until its row is added below.
+Each row is the exact status every principal gets on Team A's objects (`matrix_world`),
+in this order:
 
     (anonymous, a_member, a_admin, b_member, root, guest)
 
+API routes and HTML pages are requested with every method their view implements (plain
+function views with GET and POST), with an empty body, each request rolled back so that
+the next one sees the same world; a route and its trailing-slash twin must answer alike.
+Admin pages are the changelist, the add page, the change page of a Team A row (where the
+model has rows) and, for shared models, guardian's object-permission page.
+
 `guest` is Team B's `b_guest`, who holds shares of Team A's VC and storage (through the
-group `team_b_guests`) and read-only share of a_member's job `shared_job`. Team B's
-`b_member` holds none: every Team A object answers them as a missing one does (404, the
-same answer as for a name that does not exist), never a 500.
+group `team_b_guests`) and a read-only share of a_member's job `shared_job`. Team B's
+`b_member` holds none. Nothing answers 500; and wherever b_member gets 404 for a Team A
+object, a name that exists nowhere gets the very same answer
+(`test_hidden_objects_answer_as_missing_ones`), so a denial does not tell that the object
+exists. Routes only admins may call answer 403 whatever the target.
 """
 
 import pytest
@@ -312,7 +320,7 @@ HTML = {
     ('POST', 'readyz'):
         (200, 200, 200, 200, 200, 200),
 }
-# Admin pages per registered model: (changelist, add, change of a Team A object) for each principal.
+# Admin pages per registered model: page -> the status for each principal.
 ADMIN = {
     'accounts.group': {
         'changelist': (302, 302, 200, 302, 200, 302),
