@@ -68,7 +68,11 @@ class ShareWithGroupForm(_ShareFormMixin, AdminGroupObjectPermissionsForm):
 
 
 class SharingAdminMixin(GuardedModelAdminMixin):
-    change_form_template = "admin/guardian/model/change_form.html"
+    change_form_template = "admin/sharing/change_form.html"
+
+    def render_change_form(self, request, context, add=False, change=False, form_url="", obj=None):
+        context["may_share"] = obj is not None and sharing.may_share(request.user, obj)
+        return super().render_change_form(request, context, add=add, change=change, form_url=form_url, obj=obj)
 
     def _shares_with_users(self):
         return self.model._meta.label_lower in sharing.SHARED_WITH_USERS

@@ -133,8 +133,12 @@ def test_permission_pages_open_only_for_who_may_share(shared_world, client):
     # b_admin reads the shared job's page (staff and a share holder) but cannot manage its shares.
     client.force_login(w.b_admin)
     w.shared_job.user_shares.create(user=w.b_admin, permission=w.shared_job.user_shares.first().permission)
-    assert client.get(reverse("admin:jobs_job_change", args=[w.shared_job.pk])).status_code == 200
+    page = client.get(reverse("admin:jobs_job_change", args=[w.shared_job.pk]))
+    assert page.status_code == 200 and _permissions_url(w.shared_job) not in page.content.decode()
     assert client.get(_permissions_url(w.shared_job)).status_code == 404
+    client.force_login(w.a_admin)
+    page = client.get(reverse("admin:jobs_job_change", args=[w.shared_job.pk]))
+    assert _permissions_url(w.shared_job) in page.content.decode()
     client.force_login(w.a_member)
     assert client.get(_permissions_url(w.vc_a)).status_code == 302  # to the admin login
 
