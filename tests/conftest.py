@@ -102,3 +102,13 @@ class World:
 @pytest.fixture
 def world(db):
     return World()
+
+
+def pytest_collection_modifyitems(items):
+    """Every transactional test restores the migrated rows (built-in groups, SLA policies,
+    schedules) after it: a flush that re-ran post_migrate before a serialized-rollback test
+    would otherwise leave duplicates for it to collide with."""
+    for item in items:
+        marker = item.get_closest_marker("django_db")
+        if marker is not None and marker.kwargs.get("transaction") and "serialized_rollback" not in marker.kwargs:
+            item.add_marker(pytest.mark.django_db(*marker.args, **{**marker.kwargs, "serialized_rollback": True}))

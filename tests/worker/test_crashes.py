@@ -22,7 +22,7 @@ from tests.conftest import requires_postgres
 from .conftest import job_yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = [requires_postgres, pytest.mark.django_db(transaction=True)]
+pytestmark = [requires_postgres, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
 
 
 def worker_env(tmp_path, **extra):

@@ -16,7 +16,7 @@ from .conftest import job_yaml
 from .test_crashes import ROOT, wait_for, worker_env
 
 # Worker processes need a database other processes can reach: PostgreSQL.
-pytestmark = [requires_postgres, pytest.mark.django_db(transaction=True)]
+pytestmark = [requires_postgres, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
 
 
 @pytest.fixture

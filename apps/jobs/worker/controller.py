@@ -37,6 +37,7 @@ from scheduler.backends import (
     CursorExpiredError,
     PermanentCreationError,
     PodConflictError,
+    PodNotFoundError,
     TransientCreationError,
 )
 from scheduler.podenv import PortAllocator
@@ -231,10 +232,9 @@ class Controller:
         )
         for ta in missing.select_related("task__job_attempt"):
             self._complete_task_attempt(ta, exitcodes.POD_EXTERNAL_DELETED, "the pod vanished")
-        # Pods that carry pai's labels but belong to no live task attempt are orphans.
-        known = set(
-            TaskAttempt.objects.filter(pod_name__in=names, completed_at__isnull=True).values_list("pod_name", flat=True)
-        )
+        # Pods that carry pai's labels but belong to no task attempt are orphans. Finished pods
+        # of completed attempts are not: they keep their logs until retention removes them.
+        known = set(TaskAttempt.objects.filter(pod_name__in=names).values_list("pod_name", flat=True))
         for observation in live:
             if observation.name not in known and LABEL_JOB in observation.labels:
                 log.warning("deleting orphaned pod %s", observation.name)
@@ -299,6 +299,8 @@ class Controller:
     def _log_tail(self, name):
         try:
             return self.backend.read_log(name, tail_lines=exitcodes.LOG_TAIL_LINES)
+        except PodNotFoundError:
+            return ""  # never created: no log
         except Exception:  # a log that cannot be read only loses the pattern match
             log.exception("cannot read the log of %s", name)
             return ""

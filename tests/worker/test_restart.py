@@ -1,0 +1,24 @@
+from apps.jobs.models import TaskAttempt
+from scheduler.backends import PodSpec, pod_labels
+
+from .conftest import Worker, job_yaml
+
+
+def test_a_new_leader_keeps_finished_pods_and_deletes_orphans(world, worker, submit):
+    job = worker.wait_for_state(submit(world.a_member, job_yaml("done", roles={"main": {"commands": ["echo kept"]}})), "SUCCEEDED")
+    pod = TaskAttempt.objects.get(task__job_attempt__job=job).pod_name
+    # A pod with pai's labels that no task attempt knows, as a crashed older version might leave.
+    stray = worker.controller.backend.create_pod(
+        PodSpec(name="stray-pod-0-0-0", node="gpu-node-1", commands="sleep 60", labels=pod_labels("stray", "main", 0, 0, 0))
+    )
+    assert stray.uid
+
+    successor = Worker(world.cluster)  # relists on its first cycle, as after a restart
+    try:
+        successor.cycle()
+        names = {p.name for p in successor.controller.backend.list_pods()}
+        assert pod in names
+        assert "kept" in successor.controller.backend.read_log(pod)
+        successor.run_until(lambda: "stray-pod-0-0-0" not in {p.name for p in successor.controller.backend.list_pods()})
+    finally:
+        successor.close()
