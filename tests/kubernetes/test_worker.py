@@ -290,3 +290,22 @@ def test_orphaned_pods_are_deleted_and_foreign_pods_left_alone(world, kube_clust
     assert deleting == {"orphan": True, "someone-elses": False}
     kubelet.step()
     assert [p["metadata"]["name"] for p in kubelet.pods()] == ["someone-elses"]
+
+
+def test_an_image_that_cannot_be_pulled_fails_the_job_permanently(world, drive, kubelet, kube_server, submit):
+    job = submit(world.a_member, job_yaml("bad-image", retry=3))
+
+    def pull_fails():
+        # The kubelet cannot pull the image: the pod stays Pending in ImagePullBackOff.
+        for pod in kubelet.pods():
+            meta = pod["metadata"]
+            if pod.get("status", {}).get("phase") == "Pending" and not meta.get("deletionTimestamp"):
+                kube_server.wait_image_pull(meta["namespace"], meta["name"], reason="ImagePullBackOff")
+        kube_server.finalize_deletions()
+
+    job = drive.wait_for_state(job, "FAILED", "SUCCEEDED", act=pull_fails)
+    assert job.state == "FAILED"
+    assert job.app_exit_code == 254
+    assert job.retries == 0
+    assert "ImagePullBackOff" in job.attempts.get().exit_diagnostics
+    assert kubelet.pods(**{"pai.job": job_key(job)}) == []

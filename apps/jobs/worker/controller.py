@@ -66,6 +66,8 @@ CODES_SHARED_WITH_TASKS = frozenset(
 )
 # A pod that keeps failing to be created with transient errors fails its task after this.
 CREATION_ATTEMPTS = 5
+# Container reasons of a pod whose image cannot be pulled: the task fails without waiting.
+IMAGE_PULL_FAILURES = frozenset({"ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"})
 # Every this many cycles the lifecycle pass looks at every open attempt, not only the
 # ones whose pods changed.
 FULL_PASS_EVERY = 20
@@ -277,6 +279,12 @@ class Controller:
                 self._touched.add(ta.task.job_attempt_id)
             if observation.terminal or observation.deleted:
                 completions.append(self._completion_of(ta, observation))
+            elif observation.container_reason in IMAGE_PULL_FAILURES:
+                # The kubelet would retry the pull forever; OpenPAI fails the task (254).
+                self._delete_pod(ta.pod_name, ta.pod_uid)
+                row = exitcodes.classify(None, container_reason=observation.container_reason)
+                message = "; ".join(p for p in (observation.container_reason, observation.message) if p)
+                completions.append((ta, row.code, message, observation, row))
         bulk_set(TaskAttempt, changed, ["pod_uid", "node_name", "ip", "state", "started_at"])
         self._store_events([attempts[name] for name in latest if name in attempts])
         self._complete_task_attempts(completions)
@@ -543,6 +551,8 @@ class Controller:
                     ta for ta in task_attempts or ()
                     if ta.task.task_role == task.task_role and ta.task.index == task.index
                 ]
+                if trigger and trigger[-1].diagnostics:
+                    lines.append(f"The task's pod reported: {trigger[-1].diagnostics}")
                 tail = self._log_tail(trigger[-1].pod_name) if trigger else ""
                 if tail:
                     lines.append("Last lines of its log:\n" + "\n".join(tail.splitlines()[-20:]))
