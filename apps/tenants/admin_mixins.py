@@ -66,17 +66,15 @@ class PlatformAdmin(AuditedAdminMixin, admin.ModelAdmin):
         return is_platform_admin(request.user)
 
 
-class TenantScopedAdmin(AuditedAdminMixin, admin.ModelAdmin):
-    """Models tenant admins manage inside their own tenants.
+class TenantRoleMixin:
+    """What a tenant admin may do, shared by model admins and inlines.
 
-    `tenant_admin_can` lists what a tenant admin may do with this model
-    ("view", "add", "change", "delete"); platform admins may do everything.
+    `tenant_admin_can` lists the actions ("view", "add", "change", "delete"); platform
+    admins may do everything. With an object (the row itself, or an inline's parent) the
+    object must also be one the tenant admin manages. Foreign-key choices are scoped.
     """
 
     tenant_admin_can = ("view", "add", "change", "delete")
-
-    def get_queryset(self, request):
-        return super().get_queryset(request).manageable_by(request.user)
 
     def _allowed(self, request, action, obj=None):
         user = request.user
@@ -85,51 +83,11 @@ class TenantScopedAdmin(AuditedAdminMixin, admin.ModelAdmin):
         if action not in self.tenant_admin_can or not is_tenant_admin(user):
             return False
         if obj is not None:
-            return self.model._default_manager.manageable_by(user).filter(pk=obj.pk).exists()
+            return type(obj)._default_manager.manageable_by(user).filter(pk=obj.pk).exists()
         return True
 
     def has_module_permission(self, request):
         return self._allowed(request, "view")
-
-    def has_view_permission(self, request, obj=None):
-        return self._allowed(request, "view", obj) or self._allowed(request, "change", obj)
-
-    def has_add_permission(self, request, *args):
-        return self._allowed(request, "add")
-
-    def has_change_permission(self, request, obj=None):
-        return self._allowed(request, "change", obj)
-
-    def has_delete_permission(self, request, obj=None):
-        return self._allowed(request, "delete", obj)
-
-    def formfield_for_foreignkey(self, db_field, request, **kwargs):
-        choices = scoped_choices(db_field.related_model, request.user)
-        if choices is not None:
-            kwargs["queryset"] = choices
-        return super().formfield_for_foreignkey(db_field, request, **kwargs)
-
-    def formfield_for_manytomany(self, db_field, request, **kwargs):
-        choices = scoped_choices(db_field.related_model, request.user)
-        if choices is not None:
-            kwargs["queryset"] = choices
-        return super().formfield_for_manytomany(db_field, request, **kwargs)
-
-
-class TenantScopedInline:
-    """Inline counterpart of TenantScopedAdmin: scoped choices, permissions from the parent admin."""
-
-    tenant_admin_can = ("view", "add", "change", "delete")
-
-    def _allowed(self, request, action, obj=None):
-        if is_platform_admin(request.user):
-            return True
-        if action not in self.tenant_admin_can or not is_tenant_admin(request.user):
-            return False
-        if obj is not None:
-            parent_manager = obj._meta.model._default_manager
-            return parent_manager.manageable_by(request.user).filter(pk=obj.pk).exists()
-        return True
 
     def has_view_permission(self, request, obj=None):
         return self._allowed(request, "view", obj) or self._allowed(request, "change", obj)
@@ -148,3 +106,20 @@ class TenantScopedInline:
         if choices is not None:
             kwargs["queryset"] = choices
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
+
+
+class TenantScopedAdmin(TenantRoleMixin, AuditedAdminMixin, admin.ModelAdmin):
+    """Models tenant admins manage inside their own tenants (rows through `manageable_by`)."""
+
+    def get_queryset(self, request):
+        return super().get_queryset(request).manageable_by(request.user)
+
+    def formfield_for_manytomany(self, db_field, request, **kwargs):
+        choices = scoped_choices(db_field.related_model, request.user)
+        if choices is not None:
+            kwargs["queryset"] = choices
+        return super().formfield_for_manytomany(db_field, request, **kwargs)
+
+
+class TenantScopedInline(TenantRoleMixin):
+    """Inline counterpart of TenantScopedAdmin: permissions follow the parent object."""
