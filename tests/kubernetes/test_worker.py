@@ -13,7 +13,7 @@ from rest_framework.test import APIClient
 from apps.clusters.models import Node
 from apps.jobs.models import Job, JobEvent, TaskAttempt
 from apps.jobs.worker.launch import job_key
-from tests.worker.conftest import Worker, job_yaml
+from tests.worker.conftest import Worker, job_yaml, submit  # noqa: F401 (submit is a fixture)
 
 from .conftest import Kubelet
 
@@ -68,20 +68,6 @@ def drive(kube_cluster, kubelet):
     worker = Worker(kube_cluster)
     yield Driver(worker, kubelet)
     worker.close()
-
-
-@pytest.fixture
-def submit():
-    def submit_as(user, text):
-        client = APIClient()
-        client.force_authenticate(user)
-        response = client.post("/api/v2/jobs", data=text, content_type="text/yaml")
-        assert response.status_code == 202, response.content
-        import yaml
-
-        return Job.objects.get(owner=user, name=yaml.safe_load(text)["name"])
-
-    return submit_as
 
 
 def task_codes(job):
