@@ -20,39 +20,11 @@ import time
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.pgbench_db import database_url, recreate_database  # noqa: E402
+
 SUBMISSIONS = int(os.environ.get("BENCH_SUBMISSIONS", "1000"))
 JOBS_IN_DATABASE = int(os.environ.get("BENCH_JOBS", "100000"))
 LIST_REQUESTS = int(os.environ.get("BENCH_LIST_REQUESTS", "200"))
-
-
-def bench_database_url():
-    import dj_database_url
-
-    url = os.environ.get("BENCH_DATABASE_URL")
-    if url:
-        return url
-    base = os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres")
-    config = dj_database_url.parse(base)
-    if "postgresql" not in config["ENGINE"]:
-        sys.exit("bench_api needs PostgreSQL: set BENCH_DATABASE_URL or DATABASE_URL to a postgres:// URL")
-    user = config.get("USER") or "postgres"
-    password = f":{config['PASSWORD']}" if config.get("PASSWORD") else ""
-    return f"postgres://{user}{password}@{config.get('HOST') or '127.0.0.1'}:{config.get('PORT') or 5432}/pai_bench"
-
-
-def recreate_database(url):
-    import dj_database_url
-    import psycopg
-
-    config = dj_database_url.parse(url)
-    admin = psycopg.connect(
-        host=config["HOST"], port=config["PORT"], user=config["USER"], password=config["PASSWORD"] or None,
-        dbname="postgres", autocommit=True,
-    )
-    name = config["NAME"]
-    admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    admin.execute(f'CREATE DATABASE "{name}"')
-    admin.close()
 
 
 def setup_django(url):
@@ -187,7 +159,7 @@ def bench_list(user, query):
 
 
 def main():
-    url = bench_database_url()
+    url = database_url("pai_bench")
     print(f"database: {url.rsplit('@', 1)[-1]} (dropped and re-created)")
     recreate_database(url)
     setup_django(url)

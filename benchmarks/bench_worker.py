@@ -27,37 +27,12 @@ from datetime import UTC, datetime
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.pgbench_db import database_url, recreate_database  # noqa: E402
+
 JOBS = int(os.environ.get("BENCH_WORKER_JOBS", "1000"))
 PODS_PER_JOB = 4
 NODES = 512
 LATENCY_SAMPLES = int(os.environ.get("BENCH_WORKER_LATENCY_SAMPLES", "10"))
-
-
-def database_url():
-    import dj_database_url
-
-    url = os.environ.get("BENCH_DATABASE_URL")
-    if url:
-        return url
-    config = dj_database_url.parse(os.environ.get("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres"))
-    if "postgresql" not in config["ENGINE"]:
-        sys.exit("bench_worker needs PostgreSQL: set BENCH_DATABASE_URL or DATABASE_URL to a postgres:// URL")
-    user = config.get("USER") or "postgres"
-    return f"postgres://{user}@{config.get('HOST') or '127.0.0.1'}:{config.get('PORT') or 5432}/pai_bench_worker"
-
-
-def recreate_database(url):
-    import dj_database_url
-    import psycopg
-
-    config = dj_database_url.parse(url)
-    admin = psycopg.connect(
-        host=config["HOST"], port=config["PORT"], user=config["USER"], password=config["PASSWORD"] or None,
-        dbname="postgres", autocommit=True,
-    )
-    admin.execute(f'DROP DATABASE IF EXISTS "{config["NAME"]}" WITH (FORCE)')
-    admin.execute(f'CREATE DATABASE "{config["NAME"]}"')
-    admin.close()
 
 
 def setup_django(url, data_dir):
@@ -245,7 +220,7 @@ def bench_submit_to_running(url, data_dir):
 
 
 def main():
-    url = database_url()
+    url = database_url("pai_bench_worker")
     recreate_database(url)
     with tempfile.TemporaryDirectory() as data_dir:
         setup_django(url, data_dir)
