@@ -202,17 +202,6 @@ def bulk_onboard(actor, tenant, csv_text):
     return users
 
 
-@transaction.atomic
-def set_role(actor, tenant, user, role):
-    ensure_can_manage(actor, tenant)
-    membership = Membership.objects.select_for_update().get(tenant=tenant, user=user)
-    if membership.role != role:
-        record(actor, "tenant.role", membership, changes={"role": [membership.role, role]})
-        membership.role = role
-        membership.save(update_fields=["role"])
-        forget(user)
-    return membership
-
 
 def onboarding_context(user, tenant):
     from apps.oncall.services import current_dris

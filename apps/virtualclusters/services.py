@@ -117,11 +117,3 @@ def grant_virtual_cluster(actor, vc, group):
     if created:
         record(actor, "virtualcluster.grant", vc, changes={"group": group.name})
     return grant
-
-
-@transaction.atomic
-def revoke_virtual_cluster(actor, vc, group):
-    deleted, _ = VirtualClusterGrant.objects.filter(virtual_cluster=vc, group=group).delete()
-    if deleted:
-        record(actor, "virtualcluster.revoke", vc, changes={"group": group.name})
-    return bool(deleted)
