@@ -69,7 +69,7 @@ CREATION_ATTEMPTS = 5
 # Container reasons of a pod whose image cannot be pulled: the task fails without waiting.
 IMAGE_PULL_FAILURES = frozenset({"ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"})
 # Every this many cycles the lifecycle pass looks at every open attempt, not only the
-# ones whose pods changed.
+# ones whose pods changed, and the configuration is read again.
 FULL_PASS_EVERY = 20
 
 
@@ -142,6 +142,7 @@ class Controller:
         # in a full pass (every FULL_PASS_EVERY cycles, and after a rebuild).
         self._touched = set()
         self._cycles = 0
+        self._configuration_fresh = False  # read in this cycle
 
     # -- configuration ---------------------------------------------------------------
 
@@ -195,8 +196,12 @@ class Controller:
     def run_cycle(self, now=None):
         now = time.time() if now is None else now
         self._ips = None
-        rebuilt = self.refresh_configuration()
-        full = rebuilt or self._cycles % FULL_PASS_EVERY == 0
+        # Reading the whole configuration costs a query per table and a walk of every
+        # physical cell: do it with the full passes, so a change applies within one.
+        full = self.engine is None or self._cycles % FULL_PASS_EVERY == 0
+        self._configuration_fresh = full
+        if full:
+            self.refresh_configuration()
         self._cycles += 1
         self.sync_node_health()
         self.observe()
@@ -646,6 +651,13 @@ class Controller:
         jobs = {engine_job_id(job.pk): job for job in queue}
         gangs = [gang_request(job) for job in queue]
         result = self.engine.schedule(gangs, now)
+        # A job refused for good may only look invalid to a stale configuration (a VC or SKU
+        # added since it was read): read it again, and decide nothing from this cycle (the
+        # rebuilt engine forgets its decisions; the next cycle makes them afresh).
+        if result.rejected and not self._configuration_fresh:
+            self._configuration_fresh = True
+            if self.refresh_configuration():
+                return
         for preemption in result.preemptions:
             self._apply_preemption(preemption)
         for allocation in result.placements:
