@@ -15,7 +15,7 @@ from guardian.shortcuts import assign_perm, remove_perm
 
 from apps.audit.services import record
 
-from .roles import admin_tenant_ids, is_platform_admin
+from .roles import admin_tenant_ids, group_ids_of, is_platform_admin
 
 # Which models may be shared with whom: groups for VCs and storages, users for jobs.
 SHARED_WITH_GROUPS = frozenset({"virtualclusters.virtualcluster", "storage.storageconfig"})
@@ -29,7 +29,7 @@ def share_permission(obj):
 
 def shared_with_groups_of(user, share_model, codename):
     """Ids of the objects shared with one of the user's groups, from a guardian direct permission table."""
-    return share_model.objects.filter(group__user=user, permission__codename=codename).values("content_object_id")
+    return share_model.objects.filter(group_id__in=group_ids_of(user), permission__codename=codename).values("content_object_id")
 
 
 def shared_with_user(user, share_model, codename):

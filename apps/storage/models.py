@@ -2,7 +2,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.db import models
 
-from apps.accounts.roles import is_platform_admin
+from apps.accounts.roles import group_ids_of, is_platform_admin
 from apps.tenants.querysets import TenantOwnedQuerySet
 
 from .choices import StorageKind
@@ -47,7 +47,8 @@ class StorageConfigQuerySet(TenantOwnedQuerySet):
         if user is None or not user.is_authenticated:
             return self.none()
         shared = shared_with_groups_of(user, StorageConfigGroupObjectPermission, "view_storageconfig")
-        return self.filter(models.Q(pk__in=self.filter(grants__group__user=user).values("pk")) | models.Q(pk__in=shared))
+        granted = self.filter(grants__group_id__in=group_ids_of(user)).values("pk")
+        return self.filter(models.Q(pk__in=granted) | models.Q(pk__in=shared))
 
     def visible_to(self, user):
         # A member sees their tenants' storages and any storage shared with one of their groups.

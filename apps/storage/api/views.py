@@ -9,7 +9,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.response import Response
 
-from apps.accounts.roles import is_platform_admin
+from apps.accounts.roles import group_ids_of, is_platform_admin
 from apps.storage.models import StorageConfig, StorageGrant
 from pai.api.errors import ApiError, ForbiddenError, NoStorageError
 from pai.api.views import ApiView, ErrorSerializer
@@ -27,7 +27,7 @@ def _usable_storages(user):
 
 
 def _default_ids(user):
-    return set(StorageGrant.objects.filter(group__user=user, is_default=True).values_list("storage_id", flat=True))
+    return set(StorageGrant.objects.filter(group_id__in=group_ids_of(user), is_default=True).values_list("storage_id", flat=True))
 
 
 class StorageListView(ApiView):
