@@ -3,18 +3,17 @@
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from apps.accounts.roles import group_ids_of
 from apps.audit.services import record
-from apps.clusters.models import CellType
-from apps.clusters.topology import CellChains
 from apps.storage.models import StorageConfig, StorageGrant
-from apps.virtualclusters.capacity import cluster_leaf_cells, guaranteed_leaf_cells
+from apps.virtualclusters.capacity import submit_limits
 from apps.virtualclusters.models import VirtualCluster
 
 from .choices import COMPLETED_STATES, STOP_REQUESTED_EXIT_CODE, ExecutionType, JobState, JobSubState
 from .errors import ConflictJobError, ForbiddenUserError, InvalidParametersError, InvalidProtocolError
 from .errors import NoVirtualClusterError
 from .models import Job, JobSecret, JobTag, TaskAttempt
-from .protocol import ProtocolError, Sku, parse_job, plan_leaf_cells
+from .protocol import ProtocolError, parse_job, plan_leaf_cells
 from .protocol.structure import storable_text
 
 MAX_TAG_LENGTH = 255
@@ -23,7 +22,7 @@ MAX_TAG_LENGTH = 255
 def default_virtual_cluster(user):
     """The user's default VC: the first, by name, of the VCs granted to their groups."""
     return (
-        VirtualCluster.objects.filter(grants__group__user=user)
+        VirtualCluster.objects.filter(grants__group_id__in=group_ids_of(user))
         .select_related("cluster", "tenant")
         .order_by("name")
         .first()
@@ -38,8 +37,8 @@ def _virtual_cluster_for(user, name):
                 f"defaults.virtualCluster: not given, and user {user.get_username()} has no virtual cluster."
             )
         return vc
-    vc = VirtualCluster.objects.usable_by(user).select_related("cluster", "tenant").filter(name=name).first()
-    if vc is not None:
+    vc, usable = VirtualCluster.objects.named_for_submit(user, name)
+    if usable:
         return vc
     # A VC the user sees but may not use is forbidden; another tenant's VC answers as
     # unknown, so that its existence does not leak.
@@ -52,9 +51,9 @@ def _virtual_cluster_for(user, name):
 
 def _storages_for(user, asked):
     """[{name, mountPath}] the job mounts: the ones asked for, else the user's default storages."""
-    grants = StorageGrant.objects.filter(group__user=user)
+    grants = StorageGrant.objects.filter(group_id__in=group_ids_of(user))
     if not asked:
-        defaults = dict(grants.filter(is_default=True).values_list("storage__name", "storage__mount_path"))
+        defaults = dict(grants.filter(is_default=True).order_by().values_list("storage__name", "storage__mount_path"))
         return [{"name": name, "mountPath": mount_path} for name, mount_path in sorted(defaults.items())]
     # Granted to one of the user's groups, or shared with one (`StorageConfig.granted_to`).
     granted = set(
@@ -80,14 +79,11 @@ def submit_job(user, body):
     except ProtocolError as exc:
         raise InvalidProtocolError(exc.errors) from None
     vc = _virtual_cluster_for(user, parsed.virtual_cluster)
-    chains = CellChains(list(CellType.objects.filter(cluster_id=vc.cluster_id)))
-    skus = {ct.name: Sku(ct.name, ct.gpu, ct.cpu, ct.memory_mb) for ct in chains.by_id.values() if ct.is_leaf}
-    if parsed.priority < 0:
-        # Opportunistic jobs run on idle cells anywhere in the cluster, outside the quota.
-        capacity, holder = cluster_leaf_cells(vc.cluster, chains), f"cluster '{vc.cluster.name}'"
-    else:
-        capacity, holder = guaranteed_leaf_cells(vc, chains), None
+    # Opportunistic jobs run on idle cells anywhere in the cluster, outside the quota.
+    opportunistic = parsed.priority < 0
+    skus, capacity = submit_limits(vc, opportunistic)
     try:
+        holder = f"cluster '{vc.cluster.name}'" if opportunistic else None
         plans = plan_leaf_cells(parsed.spec, vc.name, skus, capacity, parsed.gang_allocation, holder)
     except ProtocolError as exc:
         raise InvalidProtocolError(exc.errors) from None
@@ -111,7 +107,7 @@ def submit_job(user, body):
     }
     job = Job(
         owner=user,
-        tenant=vc.tenant,
+        tenant_id=vc.tenant_id,
         virtual_cluster=vc,
         name=parsed.name,
         protocol_text=parsed.protocol_text,

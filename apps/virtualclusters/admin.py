@@ -8,6 +8,7 @@ from apps.tenants.admin_mixins import TenantScopedAdmin, TenantScopedInline
 
 from . import services
 from .forms import CellsFormSet, VirtualClusterForm
+from .capacity import forget_topology
 from .models import PinnedCell, VirtualCluster, VirtualClusterCell, VirtualClusterGrant
 
 
@@ -80,6 +81,7 @@ class VirtualClusterAdmin(SharingAdminMixin, TenantScopedAdmin):
             PinnedCell.objects.bulk_create(
                 [PinnedCell(virtual_cluster=vc, physical_cell_id=pk) for pk in sorted(wanted - have)]
             )
+            forget_topology()  # bulk_create sends no post_save
         if not change:
             services.after_virtual_cluster_created(request.user, vc)
 

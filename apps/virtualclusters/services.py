@@ -9,6 +9,7 @@ from apps.accounts.models import Group
 from apps.audit.services import record
 from apps.clusters.services import cluster_spec
 
+from .capacity import forget_topology
 from .models import PinnedCell, VirtualCluster, VirtualClusterCell, VirtualClusterGrant
 
 
@@ -75,6 +76,7 @@ def create_virtual_cluster(actor, *, tenant, cluster, name, cells, pinned_cells=
         [VirtualClusterCell(virtual_cluster=vc, cell_type=ct, count=count) for ct, count in cells]
     )
     PinnedCell.objects.bulk_create([PinnedCell(virtual_cluster=vc, physical_cell=p) for p in pinned_cells])
+    forget_topology()  # bulk_create sends no post_save
     record(actor, "virtualcluster.create", vc, changes={"cells": _cells_summary(vc), "cluster": cluster.name})
     after_virtual_cluster_created(actor, vc)
     return vc
@@ -107,6 +109,7 @@ def set_quota(actor, vc, cells, pinned_cells=None):
     if pinned_cells is not None:
         vc.pinned_cells.all().delete()
         PinnedCell.objects.bulk_create([PinnedCell(virtual_cluster=vc, physical_cell=p) for p in pinned_cells])
+    forget_topology()  # bulk_create sends no post_save
     record(actor, "virtualcluster.quota", vc, changes={"cells": [before, _cells_summary(vc)]})
     return vc
 
