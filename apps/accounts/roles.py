@@ -20,6 +20,11 @@ def is_platform_admin(user):
     return cached
 
 
+def remember_platform_admin(user, in_admin_group):
+    """Cache what a query that loaded the user already says of its admin group membership."""
+    user._pai_platform_admin = bool(in_admin_group)
+
+
 def _tenant_ids(user, admin_only):
     from apps.tenants.models import Membership
 
