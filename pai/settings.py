@@ -304,7 +304,7 @@ else:
 # Rate limits, login lockouts and the scheduler kick count in the cache: with Redis it is
 # shared by every web and worker process; on one box the per-process memory cache does.
 CACHES = {
-    "default": {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": REDIS_URL}
+    "default": {"BACKEND": "pai.cache.RedisCache", "LOCATION": REDIS_URL}
     if REDIS_URL
     else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
 }
