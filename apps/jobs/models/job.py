@@ -21,10 +21,12 @@ class Job(models.Model):
     secrets live in `JobSecret`, apart, so that only the worker ever reads them.
     """
 
-    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="jobs")
-    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.PROTECT, related_name="jobs")
+    # No single-column indexes on the foreign keys: the composite indexes of Meta (and the
+    # unique owner/name constraint) lead with each of them, and every index costs a submit.
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="jobs", db_index=False)
+    tenant = models.ForeignKey("tenants.Tenant", on_delete=models.PROTECT, related_name="jobs", db_index=False)
     virtual_cluster = models.ForeignKey(
-        "virtualclusters.VirtualCluster", on_delete=models.PROTECT, related_name="jobs"
+        "virtualclusters.VirtualCluster", on_delete=models.PROTECT, related_name="jobs", db_index=False
     )
     name = models.CharField(max_length=255)
 
