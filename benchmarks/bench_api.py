@@ -1,20 +1,32 @@
 """Job API throughput and latency on PostgreSQL.
 
-Prints (1) job submissions per second through `POST /api/v2/jobs` (YAML bodies, DRF's
-APIClient in-process: the full Django/DRF stack without an HTTP server), and (2) the
-p50/p95 latency of `GET /api/v2/jobs?limit=100` with 100,000 jobs in the database, for
-a team member and for a platform admin. Targets: ≥ 200 submissions/s, p95 ≤ 100 ms.
+Prints (1) job submissions per second through `POST /api/v2/jobs` (YAML bodies):
+  - in-process, one client: DRF's APIClient, the full Django/DRF stack without an HTTP
+    server, one request after another; with the CPU time each costs;
+  - over HTTP as production serves it: gunicorn with `BENCH_HTTP_WORKERS` sync workers
+    (the Helm chart's default, 3), Redis as cache and broker, bearer tokens, and
+    `BENCH_HTTP_CLIENTS` client processes submitting at once, each as its own user;
+and (2) the p50/p95 latency of `GET /api/v2/jobs?limit=100` with 100,000 jobs in the
+database, for a team member and for a platform admin. Targets: ≥ 200 submissions/s,
+p95 ≤ 100 ms.
 
 The database is a dedicated one, dropped and re-created on every run: `BENCH_DATABASE_URL`,
 else the server of `DATABASE_URL` (else 127.0.0.1:5432, user postgres) with database
-`pai_bench`. Run with `make bench` or `.venv/bin/python benchmarks/bench_api.py`.
+`pai_bench`. The HTTP part uses Redis database 14 (`BENCH_REDIS_URL`, flushed on every
+run; empty: no Redis, each gunicorn worker with its own memory cache). Run with
+`make bench` or `.venv/bin/python benchmarks/bench_api.py`.
 """
 
+import http.client
 import logging
+import multiprocessing
 import os
 import pathlib
+import socket
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -25,13 +37,18 @@ from benchmarks.pgbench_db import database_url, recreate_database  # noqa: E402
 SUBMISSIONS = int(os.environ.get("BENCH_SUBMISSIONS", "1000"))
 JOBS_IN_DATABASE = int(os.environ.get("BENCH_JOBS", "100000"))
 LIST_REQUESTS = int(os.environ.get("BENCH_LIST_REQUESTS", "200"))
+HTTP_WORKERS = int(os.environ.get("BENCH_HTTP_WORKERS", "3"))
+HTTP_CLIENTS = int(os.environ.get("BENCH_HTTP_CLIENTS", "4"))
+HTTP_SUBMISSIONS = int(os.environ.get("BENCH_HTTP_SUBMISSIONS", "2000"))
+REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:6379/14")
+THROTTLES = ("PAI_THROTTLE_API", "PAI_THROTTLE_JOB_SUBMIT", "PAI_THROTTLE_JOB_LIST")
 
 
 def setup_django(url):
     os.environ["DATABASE_URL"] = url
     os.environ["DEBUG"] = "0"
     # The benchmark measures the service, not the rate limits.
-    for name in ("PAI_THROTTLE_API", "PAI_THROTTLE_JOB_SUBMIT", "PAI_THROTTLE_JOB_LIST"):
+    for name in THROTTLES:
         os.environ[name] = "100000000/min"
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "pai.settings")
     import django
@@ -99,6 +116,136 @@ def bench_submissions(user):
             sys.exit(f"submission failed: {response.status_code} {response.content[:300]}")
     elapsed = time.perf_counter() - started
     return SUBMISSIONS / elapsed, elapsed, (time.process_time() - cpu_started) / SUBMISSIONS * 1000
+
+
+def _free_port():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _post(port, token, body):
+    # gunicorn's sync workers close the connection after each response, as in production.
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        connection.request("POST", "/api/v2/jobs", body.encode(), {
+            "Content-Type": "text/yaml", "Authorization": f"Bearer {token}", "Host": "localhost",
+        })
+        response = connection.getresponse()
+        return response.status, response.read()
+    finally:
+        connection.close()
+
+
+def _cpu_seconds_of_tree(root_pid):
+    """User + system CPU seconds of a process and its children (Linux /proc), or None."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    total, found = 0.0, False
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if not entry.isdigit():
+            continue
+        try:
+            fields = pathlib.Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(entry) == root_pid or int(fields[1]) == root_pid:
+            total += (int(fields[11]) + int(fields[12])) / ticks
+            found = True
+    return total if found else None
+
+
+def _http_client(index, port, token, count, barrier, results):
+    """One client process: a few warm-up submits, then `count` submits one after another."""
+    bodies = [JOB_YAML.replace("mnist_single_gpu", f"http_{index}_{i}") for i in range(count + 5)]
+    for body in bodies[:5]:
+        status, content = _post(port, token, body)
+        if status != 202:
+            results.put(("error", f"warm-up submission failed: {status} {content[:300]}"))
+            return
+    barrier.wait()
+    latencies = []
+    for body in bodies[5:]:
+        started = time.perf_counter()
+        status, content = _post(port, token, body)
+        latencies.append((time.perf_counter() - started) * 1000)
+        if status != 202:
+            results.put(("error", f"submission failed: {status} {content[:300]}"))
+            return
+    results.put(("ok", (latencies, time.process_time())))
+
+
+def _start_gunicorn(url, port, log):
+    env = dict(os.environ, DATABASE_URL=url, DEBUG="0", REDIS_URL=REDIS_URL, DJANGO_SETTINGS_MODULE="pai.settings")
+    if not REDIS_URL:
+        env.pop("REDIS_URL")
+    env.update({name: "100000000/min" for name in THROTTLES})
+    server = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "pai.wsgi", f"--bind=127.0.0.1:{port}", f"--workers={HTTP_WORKERS}",
+         "--worker-tmp-dir=/dev/shm" if os.path.isdir("/dev/shm") else "--worker-tmp-dir=/tmp"],
+        cwd=ROOT, env=env, stdout=log, stderr=log,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            break
+        try:
+            connection = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            connection.request("GET", "/api/v2/info", headers={"Host": "localhost"})
+            if connection.getresponse().status == 200:
+                return server
+        except OSError:
+            time.sleep(0.2)
+    server.kill()
+    log.seek(0)
+    sys.exit(f"gunicorn did not start:\n{log.read().decode()[-2000:]}")
+
+
+def bench_http_submissions(url, users):
+    """Submissions/s through gunicorn with several clients at once; (rate, elapsed, p50, p95)."""
+    from apps.accounts.services import issue_application_token
+
+    if REDIS_URL:
+        import redis
+
+        redis.Redis.from_url(REDIS_URL).flushdb()
+    tokens = [issue_application_token(user)[1] for user, _ in users["a"][10:10 + HTTP_CLIENTS]]
+    per_client = HTTP_SUBMISSIONS // HTTP_CLIENTS
+    port = _free_port()
+    with tempfile.TemporaryFile() as log:
+        server = _start_gunicorn(url, port, log)
+        try:
+            context = multiprocessing.get_context("spawn")
+            barrier, results = context.Barrier(HTTP_CLIENTS + 1), context.Queue()
+            clients = [
+                context.Process(target=_http_client, args=(i, port, token, per_client, barrier, results))
+                for i, token in enumerate(tokens)
+            ]
+            for client in clients:
+                client.start()
+            barrier.wait(timeout=120)
+            started, server_cpu = time.perf_counter(), _cpu_seconds_of_tree(server.pid)
+            latencies, client_cpu = [], 0.0
+            for _ in clients:
+                kind, value = results.get(timeout=600)
+                if kind == "error":
+                    sys.exit(value)
+                latencies += value[0]
+                client_cpu += value[1]
+            elapsed = time.perf_counter() - started
+            if server_cpu is not None:
+                server_cpu = (_cpu_seconds_of_tree(server.pid) - server_cpu) / len(latencies) * 1000
+            for client in clients:
+                client.join()
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+    latencies.sort()
+    return {
+        "rate": len(latencies) / elapsed, "elapsed": elapsed, "p50": statistics.median(latencies),
+        "p95": latencies[int(len(latencies) * 0.95) - 1], "server_cpu": server_cpu,
+        # The clients' whole lives, warm-up and interpreter start included: an upper bound.
+        "client_cpu": client_cpu / len(latencies) * 1000,
+    }
 
 
 def bulk_insert_jobs(users, count):
@@ -171,6 +318,14 @@ def main():
     rate, elapsed, cpu = bench_submissions(users["a"][0][0])
     print(f"submit: {SUBMISSIONS} jobs via POST /api/v2/jobs (text/yaml, DRF APIClient in-process) in "
           f"{elapsed:.2f} s = {rate:.0f} submissions/s (target ≥ 200); {cpu:.1f} ms CPU per submission")
+
+    http = bench_http_submissions(url, users)
+    server_cpu = "n/a" if http["server_cpu"] is None else f"{http['server_cpu']:.1f} ms"
+    print(f"submit over HTTP: {HTTP_SUBMISSIONS // HTTP_CLIENTS * HTTP_CLIENTS} jobs via POST /api/v2/jobs "
+          f"(gunicorn, {HTTP_WORKERS} sync workers, {'Redis' if REDIS_URL else 'no Redis'}, bearer tokens, "
+          f"{HTTP_CLIENTS} client processes at once, all on this machine's {os.cpu_count()} CPUs) in "
+          f"{http['elapsed']:.2f} s = {http['rate']:.0f} submissions/s (target ≥ 200); latency p50 {http['p50']:.1f} ms, "
+          f"p95 {http['p95']:.1f} ms; CPU per submission: gunicorn {server_cpu}, clients ≤ {http['client_cpu']:.1f} ms")
 
     from apps.jobs.models import Job
 
