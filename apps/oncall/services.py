@@ -338,10 +338,19 @@ def report_incident(user, *, title, description="", severity, cluster=None):
     )
 
 
-def _locked(incident, actor):
-    """Re-read the incident under a row lock, checking the actor may act on it."""
+def check_may_act(incident, actor, *, responders_only=False):
+    """PermissionDenied unless the actor may act on the incident (a DRI or platform admin
+    alone when `responders_only`). The API asks before it reads the request's body, so
+    that a user who may not act learns that, not what their input lacked."""
+    if responders_only and not is_responder(actor):
+        raise PermissionDenied("Only a DRI or a platform admin confirms a severity.")
     if actor is not None and not Incident.objects.manageable_by(actor).filter(pk=incident.pk).exists():
         raise PermissionDenied("Only the DRIs, the assignees and platform admins act on an incident.")
+
+
+def _locked(incident, actor):
+    """Re-read the incident under a row lock, checking the actor may act on it."""
+    check_may_act(incident, actor)
     return Incident.objects.select_for_update().get(pk=incident.pk)
 
 
@@ -417,9 +426,8 @@ def post_update(incident, actor, message, *, now=None):
 def confirm_severity(incident, actor, severity, *, now=None):
     """A DRI sets the final severity; the SLA row is chosen again for it, clocks from the start."""
     now = now or timezone.now()
+    check_may_act(incident, actor, responders_only=True)
     severity = _validate_severity(severity)
-    if not is_responder(actor):
-        raise PermissionDenied("Only a DRI or a platform admin confirms a severity.")
     locked = _locked(incident, actor)
     if locked.status == IncidentStatus.CLOSED:
         raise TransitionRefused("A closed incident's severity is final.")

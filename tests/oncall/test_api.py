@@ -62,6 +62,15 @@ def test_create_validates_and_names_fields(on_shift):
     assert "title" in message and "severity" in message and "cluster" in message
 
 
+def test_who_may_not_act_hears_so_before_anything_about_their_input(on_shift):
+    incident_id = api(on_shift.a_member).post("/api/v2/incidents", {"title": "UI down", "severity": 1}, format="json").json()["id"]
+    reporter = api(on_shift.a_member)
+    for action, body in (("confirm-severity", {"severity": 9}), ("update", {}), ("resolve", {"note": 7}),
+                         ("review", {})):
+        response = reporter.post(f"/api/v2/incidents/{incident_id}/{action}", body, format="json")
+        assert (action, response.status_code, response.json()["code"]) == (action, 403, "ForbiddenUserError")
+
+
 def test_actions_through_the_api(on_shift):
     incident_id = api(on_shift.a_member).post("/api/v2/incidents", {"title": "UI down", "severity": 1}, format="json").json()["id"]
     base = f"/api/v2/incidents/{incident_id}"

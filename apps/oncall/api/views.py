@@ -69,8 +69,10 @@ class IncidentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.C
             incident = services.report_incident(request.user, **data.validated_data)
         return self._respond(incident, status.HTTP_201_CREATED)
 
-    def _act(self, request, fn, serializer_class=None, **extra):
+    def _act(self, request, fn, serializer_class=None, *, responders_only=False, **extra):
         incident = self.get_object()
+        with service_errors():
+            services.check_may_act(incident, request.user, responders_only=responders_only)
         kwargs = dict(extra)
         if serializer_class is not None:
             data = serializer_class(data=request.data)
@@ -113,7 +115,7 @@ class IncidentViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, mixins.C
     @extend_schema(request=s.SeverityConfirmSerializer, responses=s.IncidentDetailSerializer)
     @action(detail=True, methods=["post"], url_path="confirm-severity")
     def confirm_severity(self, request, pk=None):
-        return self._act(request, services.confirm_severity, s.SeverityConfirmSerializer)
+        return self._act(request, services.confirm_severity, s.SeverityConfirmSerializer, responders_only=True)
 
 
 @extend_schema(tags=["rotations"])
