@@ -13,7 +13,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 from guardian.shortcuts import assign_perm, remove_perm
 
-from apps.audit.services import record
+from apps.audit.services import record, recorded_by_service
 
 from .roles import admin_tenant_ids, group_ids_of, is_platform_admin
 
@@ -71,14 +71,16 @@ def share_with_group(actor, obj, group):
     if group.name == "default" or _group_of_same_tenant(obj, group):
         # Sharing with everyone, or with the owner's own team, is what grants are for.
         raise ValidationError({"group": f"share {obj} with another team's group, not {group.name}"})
-    assign_perm(share_permission(obj), _auth_group(group), obj)
+    with recorded_by_service("permission"):
+        assign_perm(share_permission(obj), _auth_group(group), obj)
     record(actor, f"share.grant.{obj._meta.model_name}", obj, changes={"group": group.name})
 
 
 @transaction.atomic
 def unshare_with_group(actor, obj, group):
     _check(actor, obj, SHARED_WITH_GROUPS)
-    remove_perm(share_permission(obj), _auth_group(group), obj)
+    with recorded_by_service("permission"):
+        remove_perm(share_permission(obj), _auth_group(group), obj)
     record(actor, f"share.revoke.{obj._meta.model_name}", obj, changes={"group": group.name})
 
 
@@ -88,14 +90,16 @@ def share_with_user(actor, obj, user):
     _check(actor, obj, SHARED_WITH_USERS)
     if not user.is_active:
         raise ValidationError({"user": f"user {user.get_username()} is inactive"})
-    assign_perm(share_permission(obj), user, obj)
+    with recorded_by_service("permission"):
+        assign_perm(share_permission(obj), user, obj)
     record(actor, f"share.grant.{obj._meta.model_name}", obj, changes={"user": user.get_username()})
 
 
 @transaction.atomic
 def unshare_with_user(actor, obj, user):
     _check(actor, obj, SHARED_WITH_USERS)
-    remove_perm(share_permission(obj), user, obj)
+    with recorded_by_service("permission"):
+        remove_perm(share_permission(obj), user, obj)
     record(actor, f"share.revoke.{obj._meta.model_name}", obj, changes={"user": user.get_username()})
 
 

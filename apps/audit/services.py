@@ -1,6 +1,12 @@
 """Writing the audit log. Every service action calls `record` inside its transaction."""
 
+import contextlib
+import contextvars
+
 from .models import AuditEntry
+
+# Set while a service writes its own, richer row for what a signal would also audit.
+_recorded_by_service = contextvars.ContextVar("pai_audit_recorded_by_service", default=frozenset())
 
 # Keys never written to an audit diff, whatever model they come from.
 SECRET_KEYS = frozenset({"password", "secret", "secrets", "token", "auth", "client_secret"})
@@ -44,3 +50,18 @@ def model_diff(before, after):
     """The fields whose values differ between two dicts of field values."""
     keys = sorted(set(before) | set(after))
     return {k: [before.get(k), after.get(k)] for k in keys if before.get(k) != after.get(k)}
+
+
+@contextlib.contextmanager
+def recorded_by_service(*kinds):
+    """Within the block, the generic signal rows of these kinds ("permission") are not
+    written: the calling service records the change itself, once."""
+    token = _recorded_by_service.set(_recorded_by_service.get() | frozenset(kinds))
+    try:
+        yield
+    finally:
+        _recorded_by_service.reset(token)
+
+
+def is_recorded_by_service(kind):
+    return kind in _recorded_by_service.get()

@@ -13,7 +13,7 @@ from guardian.models.models import BaseObjectPermission
 from apps.tenants.admin_mixins import AuditedAdminMixin
 from pai.security import current_user
 
-from .services import record
+from .services import is_recorded_by_service, record
 
 
 def _address(request):
@@ -59,14 +59,14 @@ def _target(instance):
 
 @receiver(post_save, dispatch_uid="pai-audit-object-permission-grant")
 def audit_permission_granted(sender, instance, created, raw=False, **kwargs):
-    if raw or not created or not isinstance(instance, BaseObjectPermission):
+    if raw or not created or not isinstance(instance, BaseObjectPermission) or is_recorded_by_service("permission"):
         return
     record(current_user(), "permission.grant", _target(instance), changes=_permission_changes(instance))
 
 
 @receiver(post_delete, dispatch_uid="pai-audit-object-permission-revoke")
 def audit_permission_revoked(sender, instance, **kwargs):
-    if not isinstance(instance, BaseObjectPermission):
+    if not isinstance(instance, BaseObjectPermission) or is_recorded_by_service("permission"):
         return
     target = _target(instance)
     if target is None:
