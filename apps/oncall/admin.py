@@ -10,6 +10,7 @@ from django.contrib import admin
 from django.db import models
 
 from apps.accounts.roles import is_platform_admin
+from apps.tenants.admin_mixins import AuditedAdminMixin
 
 from .choices import Severity, Weekday
 from .models import (
@@ -72,7 +73,7 @@ class RotationOverrideInline(PlatformAdminOnly, admin.TabularInline):
 
 
 @admin.register(Rotation)
-class RotationAdmin(PlatformAdminOnly, admin.ModelAdmin):
+class RotationAdmin(PlatformAdminOnly, AuditedAdminMixin, admin.ModelAdmin):
     list_display = ["name", "tenant", "timezone", "handoff_weekday", "handoff_time", "shift_days", "dris_per_shift", "active"]
     list_filter = ["active", "tenant"]
     search_fields = ["name"]
@@ -96,7 +97,7 @@ class HolidayInline(PlatformAdminOnly, admin.TabularInline):
 
 
 @admin.register(MonitoringCalendar)
-class MonitoringCalendarAdmin(PlatformAdminOnly, admin.ModelAdmin):
+class MonitoringCalendarAdmin(PlatformAdminOnly, AuditedAdminMixin, admin.ModelAdmin):
     form = MonitoringCalendarForm
     list_display = ["name", "timezone", "start_time", "end_time"]
     inlines = [HolidayInline]
@@ -111,14 +112,14 @@ class SlaPolicyForm(forms.ModelForm):
 
 
 @admin.register(SlaPolicy)
-class SlaPolicyAdmin(PlatformAdminOnly, admin.ModelAdmin):
+class SlaPolicyAdmin(PlatformAdminOnly, AuditedAdminMixin, admin.ModelAdmin):
     form = SlaPolicyForm
     list_display = ["name", "severities", "cluster_class", "ack_within", "update_every", "escalate_after", "calendar", "position"]
     list_editable = ["position"]
 
 
 @admin.register(AlertRoute)
-class AlertRouteAdmin(PlatformAdminOnly, admin.ModelAdmin):
+class AlertRouteAdmin(PlatformAdminOnly, AuditedAdminMixin, admin.ModelAdmin):
     list_display = ["name", "position", "severity", "cluster", "auto_mitigate", "active"]
     list_filter = ["active", "severity"]
 
@@ -145,7 +146,7 @@ class AlertInline(ReadOnly, admin.TabularInline):
 
 
 @admin.register(Incident)
-class IncidentAdmin(PlatformAdminOnly, admin.ModelAdmin):
+class IncidentAdmin(PlatformAdminOnly, AuditedAdminMixin, admin.ModelAdmin):
     list_display = ["id", "title", "severity", "status", "source", "cluster", "triggered_at", "ack_deadline"]
     list_filter = ["status", "severity", "source", "cluster_class"]
     search_fields = ["title", "description"]
@@ -170,7 +171,7 @@ class IncidentAdmin(PlatformAdminOnly, admin.ModelAdmin):
 
 
 @admin.register(Alert)
-class AlertAdmin(ReadOnly, admin.ModelAdmin):
+class AlertAdmin(ReadOnly, AuditedAdminMixin, admin.ModelAdmin):
     list_display = ["__str__", "status", "incident", "starts_at", "ends_at", "last_seen"]
     list_filter = ["status"]
 
@@ -179,14 +180,14 @@ class AlertAdmin(ReadOnly, admin.ModelAdmin):
 
 
 @admin.register(Notification)
-class NotificationAdmin(ReadOnly, admin.ModelAdmin):
+class NotificationAdmin(ReadOnly, AuditedAdminMixin, admin.ModelAdmin):
     list_display = ["key", "kind", "subject", "sent_at"]
     list_filter = ["kind"]
     search_fields = ["key", "subject"]
 
 
 @admin.register(FollowUp)
-class FollowUpAdmin(PlatformAdminOnly, admin.ModelAdmin):
+class FollowUpAdmin(PlatformAdminOnly, AuditedAdminMixin, admin.ModelAdmin):
     list_display = ["title", "incident", "owner", "due_date", "done"]
     list_filter = ["done"]
     search_fields = ["title", "incident__title"]
@@ -195,14 +196,14 @@ class FollowUpAdmin(PlatformAdminOnly, admin.ModelAdmin):
 
 
 @admin.register(RotationOverride)
-class RotationOverrideAdmin(PlatformAdminOnly, admin.ModelAdmin):
+class RotationOverrideAdmin(PlatformAdminOnly, AuditedAdminMixin, admin.ModelAdmin):
     list_display = ["rotation", "user", "replaces", "starts_at", "ends_at", "reason"]
     list_filter = ["rotation"]
     autocomplete_fields = ["user", "replaces"]
 
 
 @admin.register(TimelineEntry)
-class TimelineEntryAdmin(ReadOnly, admin.ModelAdmin):
+class TimelineEntryAdmin(ReadOnly, AuditedAdminMixin, admin.ModelAdmin):
     list_display = ["created_at", "incident", "actor_name", "kind", "to_status", "message"]
     list_filter = ["kind"]
     search_fields = ["message", "incident__title"]

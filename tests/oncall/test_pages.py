@@ -197,6 +197,29 @@ def test_admin_edits_sla_rows_and_calendars(client, on_shift):
     assert bad.status_code == 200 and "is not an IANA time zone" in bad.content.decode()
 
 
+def test_admin_edits_and_bulk_deletes_are_audited_one_row_per_object(client, on_shift):
+    from apps.audit.models import AuditEntry
+    from apps.oncall.models import SlaPolicy
+
+    client.force_login(on_shift.root)
+    policy = SlaPolicy.objects.get(name="Severity 2, production")
+    url = f"/admin/oncall/slapolicy/{policy.pk}/change/"
+    form = client.get(url).context["adminform"].form
+    data = {name: form[name].value() for name in form.fields if form[name].value() is not None}
+    data["ack_within"] = "02:00:00"
+    changed = client.post(url, data)
+    assert changed.status_code == 302, changed.content.decode()[:2000]
+    rows = list(SlaPolicy.objects.exclude(pk=policy.pk).values_list("pk", flat=True)[:2])
+    deleted = client.post("/admin/oncall/slapolicy/", {"action": "delete_selected", "_selected_action": rows, "post": "yes"})
+    assert deleted.status_code == 302 and not SlaPolicy.objects.filter(pk__in=rows).exists()
+
+    audit = AuditEntry.objects.filter(object_type="oncall.slapolicy", actor=on_shift.root)
+    assert list(audit.filter(action="admin.change.slapolicy").values_list("object_id", flat=True)) == [str(policy.pk)]
+    assert sorted(audit.filter(action="admin.delete.slapolicy").values_list("object_id", flat=True)) == sorted(
+        str(pk) for pk in rows)
+    assert audit.count() == 3  # not also the generic row of admins that do not audit themselves
+
+
 def test_rotation_calendar_shows_shifts_in_the_rotation_zone(client, on_shift):
     from apps.oncall.models import Rotation, RotationMember
 
