@@ -112,6 +112,9 @@ TEMPLATES = [
     },
 ]
 
+if not env("DATABASE_URL"):
+    # The embedded default keeps its SQLite file there: a fresh checkout has no `var/` yet.
+    PAI_DATA_DIR.mkdir(parents=True, exist_ok=True)
 DATABASES = {
     "default": dj_database_url.parse(
         env("DATABASE_URL", f"sqlite:///{PAI_DATA_DIR / 'pai.sqlite3'}"),

@@ -42,6 +42,19 @@ def test_production_refuses_to_start_without_a_secret_key(tmp_path):
     assert "SECRET_KEY must be set" in result.stderr
 
 
+def test_the_embedded_default_migrates_into_a_data_dir_that_does_not_exist_yet(tmp_path):
+    # What `make run` does first on a fresh checkout, where `var/` does not exist.
+    data_dir = tmp_path / "fresh" / "var"
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "PAI_ENV")}
+    env["PAI_DATA_DIR"] = str(data_dir)
+    result = subprocess.run(
+        [sys.executable, "manage.py", "migrate", "--noinput"], cwd=ROOT, env=env, capture_output=True, text=True,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert (data_dir / "pai.sqlite3").stat().st_size > 0
+
+
 def test_health_endpoints(client, db):
     assert client.get("/healthz").json() == {"status": "ok"}
     response = client.get("/readyz")
