@@ -6,7 +6,10 @@ the user, job and VC names, tag filters, and `order=<field>,ASC|DESC`.
 
 import django_filters
 from django import forms
+from django.contrib.auth import get_user_model
 from django.db.models import Exists, OuterRef, Q
+
+from apps.virtualclusters.models import VirtualCluster
 
 from .choices import JobState
 from .models import Job, JobTag
@@ -92,11 +95,19 @@ class JobFilterSet(django_filters.FilterSet):
         model = Job
         fields = []
 
+    # The names are resolved to ids first (one small query): with the ids as literals,
+    # PostgreSQL estimates from the column's statistics and reads the owner's (or VC's)
+    # index, instead of walking every visible job in submission order looking for them,
+    # which took 100+ ms over 100,000 jobs when the user had few or old jobs.
     def filter_username(self, qs, name, value):
-        return qs.filter(owner__username__in=value) if value else qs
+        if not value:
+            return qs
+        return qs.filter(owner_id__in=list(get_user_model().objects.filter(username__in=value).values_list("pk", flat=True)))
 
     def filter_vc(self, qs, name, value):
-        return qs.filter(virtual_cluster__name__in=value) if value else qs
+        if not value:
+            return qs
+        return qs.filter(virtual_cluster_id__in=list(VirtualCluster.objects.filter(name__in=value).values_list("pk", flat=True)))
 
     def filter_state(self, qs, name, value):
         return qs.filter(state__in=value) if value else qs

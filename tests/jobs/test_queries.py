@@ -26,6 +26,17 @@ def test_a_list_page_runs_the_same_queries_at_any_size(world, api, many_jobs, dj
     assert len(response.json()) == min(limit, 40)
 
 
+@pytest.mark.parametrize("limit", [1, 60])
+def test_user_and_vc_filters_add_one_lookup_each(world, api, many_jobs, django_assert_num_queries, limit):
+    # The names become ids first, so that PostgreSQL reads the owner's index (see filters.py).
+    client = api(world.a_member)
+    with django_assert_num_queries(LIST_QUERIES + 2):
+        response = client.get(f"/api/v2/jobs?limit={limit}&username=a_member,nobody&vc=team_a")
+    assert response.status_code == 200
+    assert len(response.json()) == min(limit, 30)
+    assert {job["username"] for job in response.json()} == {"a_member"}
+
+
 @pytest.mark.parametrize("limit", [5, 60])
 def test_the_total_count_adds_one_query(world, api, many_jobs, django_assert_num_queries, limit):
     client = api(world.a_member)
