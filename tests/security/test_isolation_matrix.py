@@ -130,15 +130,15 @@ API = {
     ('POST', 'api/v2/incidents/{pk}/close'):
         (401, 403, 404, 404, 409, 404),
     ('POST', 'api/v2/incidents/{pk}/confirm-severity'):
-        (401, 400, 404, 404, 400, 404),
+        (401, 403, 404, 404, 400, 404),
     ('POST', 'api/v2/incidents/{pk}/mitigate'):
         (401, 403, 404, 404, 200, 404),
     ('POST', 'api/v2/incidents/{pk}/resolve'):
         (401, 403, 404, 404, 409, 404),
     ('POST', 'api/v2/incidents/{pk}/review'):
-        (401, 400, 404, 404, 400, 404),
+        (401, 403, 404, 404, 400, 404),
     ('POST', 'api/v2/incidents/{pk}/update'):
-        (401, 400, 404, 404, 400, 404),
+        (401, 403, 404, 404, 400, 404),
     ('GET', 'api/v2/info'):
         (200, 200, 200, 200, 200, 200),
     ('GET', 'api/v2/jobs'):
