@@ -24,6 +24,10 @@ def _set(path, value):
 
 
 _DELETE = object()
+SECRET_NAMES = (
+    "secret names are 1 to 253 letters, digits, '-', '_' or '.', neither '.' nor starting with '..' "
+    "(each becomes a file name)"
+)
 TR = ["taskRoles", "taskrole"]
 RES = TR + ["resourcePerInstance"]
 
@@ -67,6 +71,14 @@ RULES = [
     ("jobRetryCount", _set(["jobRetryCount"], -1), "jobRetryCount: must be an integer ≥ 0"),
     ("parameters map", _set(["parameters"], "x"), "parameters: must be a map"),
     ("secrets map", _set(["secrets"], ["x"]), "secrets: must be a map"),
+    ("secret name characters", _set(["secrets"], {"api key": "x"}), f"secrets.api key: {SECRET_NAMES}"),
+    ("secret name with a slash", _set(["secrets"], {"../etc": "x"}), f"secrets.../etc: {SECRET_NAMES}"),
+    ("secret name dot", _set(["secrets"], {".": "x"}), f"secrets..: {SECRET_NAMES}"),
+    ("secret name starting with two dots", _set(["secrets"], {"..data": "x"}), f"secrets...data: {SECRET_NAMES}"),
+    ("secret name with a final newline", _set(["secrets"], {"key\n": "x"}), f"secrets.key\n: {SECRET_NAMES}"),
+    ("secret name length", _set(["secrets"], {"k" * 254: "x"}), f"secrets.{'k' * 254}: {SECRET_NAMES}"),
+    ("secrets size", _set(["secrets"], {"a": "x" * 2**20, "b": 7}),
+     "secrets: the values must total at most 1048576 bytes (1 MiB, what one Kubernetes Secret holds), not 1048577"),
     ("prerequisites list", _set(["prerequisites"], {"a": 1}), "prerequisites: must be a list"),
     ("prerequisite type", _set(["prerequisites", 0, "type"], "model"),
      "prerequisites[0].type: must be one of dockerimage, script, output, data"),
@@ -182,6 +194,14 @@ def test_all_broken_rules_are_reported_together(world, api):
         "jobRetryCount: must be an integer ≥ 0",
         "name: must be 1 to 255 letters, digits, '_' or '-'",
     ]
+
+
+def test_secret_names_that_are_file_names_are_accepted(world, api):
+    secrets = {"db.password": "x", "API_KEY-2": 3, ".hidden": "y", "k" * 253: "z"}
+    response = submit(api(world.a_member), job_document(secrets=secrets))
+
+    assert response.status_code == 202, response.json()
+    assert Job.objects.get().secret.values == secrets
 
 
 def test_unresolved_placeholders_stay_as_written_and_are_reported(world, api):

@@ -16,7 +16,7 @@ from .errors import ProtocolError
 from .references import check_references, prerequisites_by_type
 from .resources import Sku, TaskRolePlan, leaf_cells_for, plan_leaf_cells
 from .structure import YAML_DUMPER, check_structure, load
-from .templating import render, unresolved
+from .templating import as_text, render, unresolved
 
 __all__ = [
     "ParsedJob", "ProtocolError", "Sku", "TaskRolePlan", "leaf_cells_for", "parse_job", "plan_leaf_cells",
@@ -30,6 +30,8 @@ _KNOWN_EXTRAS = {"gangAllocation", "submitFrom", "hivedScheduler", "storages",
                  "com.microsoft.pai.runtimeplugin", "jobStatusChangeNotification"}
 _KNOWN_PREREQUISITE_FIELDS = {"name", "type", "uri", "auth", "version", "contributor", "description"}
 _KNOWN_CONTAINER_OPTIONS = {"shmMB"}
+# A task's secret files live in one Kubernetes Secret, which holds at most 1 MiB of values.
+MAX_SECRETS_BYTES = 1024 * 1024
 
 
 @dataclass
@@ -59,6 +61,7 @@ def parse_job(body):
     document = _with_defaults(document)
     warnings = _warnings(document)
     secrets = dict(document.get("secrets") or {})
+    _check_secrets_size(secrets)
     image_auth, auth_warnings = _image_auth(document, secrets)
     commands, command_warnings = _render_commands(document)
     spec = mask(document)
@@ -113,6 +116,15 @@ def mask(document):
         if isinstance(auth, dict) and "password" in auth and not _is_placeholder(auth["password"]):
             auth["password"] = MASK
     return masked
+
+
+def _check_secrets_size(secrets):
+    size = sum(len(as_text(value).encode()) for value in secrets.values())
+    if size > MAX_SECRETS_BYTES:
+        raise ProtocolError([
+            f"secrets: the values must total at most {MAX_SECRETS_BYTES} bytes (1 MiB, what one Kubernetes Secret "
+            f"holds), not {size}"
+        ])
 
 
 def _is_placeholder(value):

@@ -8,6 +8,9 @@ uniqueness, completion counts) are checked in `references.py`.
 
 NAME_PATTERN = r"^[a-zA-Z0-9_-]+$"
 TASK_ROLE_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+# Secret keys become file names and Kubernetes Secret keys (scheduler.backends'
+# `is_valid_secret_key`). `(?!\n)`: Python's `$` also matches before a final newline.
+SECRET_KEY_PATTERN = r"^(?!\.\.)(?!\.$)[-._a-zA-Z0-9]{1,253}(?!\n)$"
 
 
 def _integer(minimum, message=None):
@@ -203,7 +206,15 @@ JOB_SCHEMA = {
         "contributor": _string(),
         "description": _string(),
         "parameters": {"type": "object", "x-message": "must be a map"},
-        "secrets": {"type": "object", "x-message": "must be a map"},
+        "secrets": {
+            "type": "object",
+            "propertyNames": {
+                "pattern": SECRET_KEY_PATTERN,
+                "x-message": "secret names are 1 to 253 letters, digits, '-', '_' or '.', neither '.' nor "
+                             "starting with '..' (each becomes a file name)",
+            },
+            "x-message": "must be a map",
+        },
         "jobRetryCount": _integer(0),
         "prerequisites": {"type": "array", "items": _PREREQUISITE, "x-message": "must be a list"},
         "taskRoles": {

@@ -12,7 +12,9 @@ import re
 PLACEHOLDER = re.compile(r"<%\s*\$(\w+)\.([\w-]+)(?:\[(\d+)\])?\s*%>")
 
 
-def _text(value):
+def as_text(value):
+    """A document value as placeholders and secret files show it: strings as they are,
+    anything else as JSON (`8080`, `true`, `{"a":1}`)."""
     if isinstance(value, str):
         return value
     if isinstance(value, bool):
@@ -37,8 +39,8 @@ def render(text, scopes):
             value = value[int(index)]
         elif isinstance(value, list) and scope != "parameters":
             # `$data.uri` on a list of URIs means all of them, comma-separated.
-            value = ",".join(_text(v) for v in value)
-        return _text(value)
+            value = ",".join(as_text(v) for v in value)
+        return as_text(value)
 
     return PLACEHOLDER.sub(substitute, text)
 
