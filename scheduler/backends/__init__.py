@@ -12,6 +12,8 @@ from .base import (
     LABEL_TASK_ATTEMPT,
     LABEL_TASK_INDEX,
     LABEL_TASK_ROLE,
+    SECRETS_DIR_ENV,
+    SECRETS_MOUNT_PATH,
     TERMINAL_PHASES,
     BackendError,
     ClusterBackend,
@@ -31,6 +33,7 @@ from .base import (
     StorageMount,
     TransientCreationError,
     is_valid_pod_name,
+    is_valid_secret_key,
     pod_labels,
     pod_name,
 )
@@ -42,6 +45,8 @@ __all__ = [
     "LABEL_TASK_ATTEMPT",
     "LABEL_TASK_INDEX",
     "LABEL_TASK_ROLE",
+    "SECRETS_DIR_ENV",
+    "SECRETS_MOUNT_PATH",
     "TERMINAL_PHASES",
     "BackendError",
     "ClusterBackend",
@@ -61,6 +66,7 @@ __all__ = [
     "StorageMount",
     "TransientCreationError",
     "is_valid_pod_name",
+    "is_valid_secret_key",
     "pod_labels",
     "pod_name",
 ]

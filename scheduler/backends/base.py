@@ -62,6 +62,10 @@ LABEL_TASK_INDEX = "pai.task-index"
 LABEL_ATTEMPT = "pai.attempt"
 LABEL_TASK_ATTEMPT = "pai.task-attempt"
 ANNOTATION_PLACEMENT = "pai.placement"
+# A task finds its secrets as one file per key in the directory this variable names:
+# SECRETS_MOUNT_PATH (OpenPAI's path) in a container, a directory of its own elsewhere.
+SECRETS_DIR_ENV = "PAI_SECRETS_DIR"
+SECRETS_MOUNT_PATH = "/usr/local/pai/secrets"
 
 # Pod reasons the backends report (``PodObservation.reason``); the exit spec matches them.
 REASON_NODE_LOST = "NodeLost"
@@ -159,7 +163,10 @@ class PodSpec:
     local backend and as the container command on Kubernetes. ``env`` is complete as
     given (``PAI_*`` from :mod:`scheduler.podenv` and anything else); the backend adds
     only ``CUDA_VISIBLE_DEVICES`` (local) or device plumbing (Kubernetes).
-    ``devices`` are the node's device indices the placement chose.
+    ``devices`` are the node's device indices the placement chose. ``secrets`` are the
+    job's secrets as files, key → text: the backend puts each where only the task reads
+    it and sets ``PAI_SECRETS_DIR`` to their directory (see :func:`is_valid_secret_key`
+    for the keys it accepts). They stay out of the repr, so a logged spec shows none.
     """
 
     name: str
@@ -181,6 +188,7 @@ class PodSpec:
     gpu: int = 0
     priority_class: str = ""
     grace_seconds: float = 30.0
+    secrets: dict[str, str] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -301,6 +309,17 @@ def is_valid_pod_name(name: str) -> bool:
     """A DNS label (≤ 63 chars), valid as a Kubernetes pod name, label value and a
     directory name."""
     return len(name) <= POD_NAME_MAX and bool(_POD_NAME.match(name))
+
+
+# A Kubernetes Secret's data key (a config map key), which is also a plain file name.
+_SECRET_KEY = re.compile(r"[-._a-zA-Z0-9]{1,253}")
+
+
+def is_valid_secret_key(key: str) -> bool:
+    """Whether ``key`` can be a secret file's name in every backend: 1 to 253 letters,
+    digits, ``-``, ``_`` or ``.``, neither ``.`` nor starting with ``..`` (Kubernetes
+    keeps its own ``..data`` entries beside the files)."""
+    return bool(_SECRET_KEY.fullmatch(key)) and key != "." and not key.startswith("..")
 
 
 def pod_name(job_key: str, task_role: str, task_index: int, attempt: int, task_attempt: int) -> str:

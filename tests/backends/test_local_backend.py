@@ -196,6 +196,9 @@ def test_storages_map_to_local_directories_named_in_the_environment(backend, sta
         (spec("env-int", "true", env={"N": 1}), "env"),
         (spec("env-key", "true", env={"A=B": "1"}), "env"),
         (spec("escape", "true", storage_mounts=(StorageMount("s", "s", "/mnt/s", sub_path="../x"),)), "storage s"),
+        (spec("secret-path", "true", secrets={"../x": "v"}), "secrets"),
+        (spec("secret-dots", "true", secrets={"..data": "v"}), "secrets"),
+        (spec("secret-text", "true", secrets={"n": 1}), "secrets"),
     ],
 )
 def test_invalid_specs_are_permanent_creation_errors(backend, pod, field):

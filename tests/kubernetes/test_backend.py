@@ -213,6 +213,76 @@ def test_delete_is_graceful_with_a_uid_precondition_then_reported_deleted(kube_s
         backend.read_log(created.name)
 
 
+FILES = {"api_key": "sk-live-0123456789", "db.password": "pa55-w0rd", "port": "8080"}
+NS = "pai-team-x"
+
+
+def test_secret_files_are_a_secret_the_pod_owns_mounted_read_only_and_deleted_with_it(kube_server, backend):
+    given = spec(0, secrets=FILES, env={"PAI_SECRETS_DIR": "/usr/local/pai/secrets"})
+    assert "sk-live" not in repr(given)
+    created = backend.create_pod(given)
+    pod = kube_server.get_object("pods", created.name, NS)
+    secret = kube_server.get_object("secrets", f"{created.name}-secrets", NS)
+    assert secret["type"] == "Opaque"
+    assert {key: base64.b64decode(value).decode() for key, value in secret["data"].items()} == FILES
+    assert secret["metadata"]["labels"] == pod["metadata"]["labels"]
+    assert secret["metadata"]["ownerReferences"] == [
+        {"apiVersion": "v1", "kind": "Pod", "name": created.name, "uid": created.uid}
+    ]
+    volumes = {v["name"]: v for v in pod["spec"]["volumes"]}
+    assert volumes["pai-secrets"]["secret"] == {"secretName": f"{created.name}-secrets", "defaultMode": 0o400}
+    container = pod["spec"]["containers"][0]
+    assert {"name": "pai-secrets", "mountPath": "/usr/local/pai/secrets", "readOnly": True} in container["volumeMounts"]
+    assert {"name": "PAI_SECRETS_DIR", "value": "/usr/local/pai/secrets"} in container["env"]
+    # The pod holds no value, plain or encoded: only the Secret does.
+    text = json.dumps(pod)
+    for value in ("sk-live-0123456789", "pa55-w0rd"):
+        assert value not in text and base64.b64encode(value.encode()).decode() not in text
+    # Asked again (as after a lost reply): the same pod and Secret.
+    assert backend.create_pod(given).uid == created.uid
+    assert kube_server.run_pod(NS, created.name) is not None
+    backend.delete_pod(created.name, uid=created.uid)
+    assert kube_server.get_object("secrets", f"{created.name}-secrets", NS) is not None  # still stopping
+    kube_server.finalize_deletion(NS, created.name)
+    assert kube_server.get_object("secrets", f"{created.name}-secrets", NS) is None
+
+
+def test_a_pod_without_secrets_gets_no_secret_and_no_mount(kube_server, backend):
+    created = backend.create_pod(spec(0))
+    pod = kube_server.get_object("pods", created.name, NS)
+    assert [v["name"] for v in pod["spec"]["volumes"]] == ["dshm"]
+    assert kube_server.list_objects("secrets", NS) == []
+
+
+def test_a_secret_that_cannot_be_made_undoes_the_pod_or_is_made_by_the_next_call(kube_server, backend):
+    name = spec(0).name
+    kube_server.inject_fault("POST", r"/secrets$", status=503, count=100, retry_after=0)
+    with pytest.raises(TransientCreationError, match="unavailable"):
+        backend.create_pod(spec(0, secrets=FILES))
+    assert kube_server.get_object("pods", name, NS) is None
+    # The undoing fails too: the pod is left as a worker dying between the two calls leaves it.
+    kube_server.inject_fault("DELETE", r"/pods/", status=503, count=100, retry_after=0)
+    with pytest.raises(TransientCreationError):
+        backend.create_pod(spec(0, secrets=FILES))
+    kube_server.clear_faults()
+    waiting = kube_server.get_object("pods", name, NS)
+    assert kube_server.run_pod(NS, name) is None  # the kubelet cannot mount the files: the task does not start
+    assert backend.create_pod(spec(0, secrets=FILES)).uid == waiting["metadata"]["uid"]
+    secret = kube_server.get_object("secrets", f"{name}-secrets", NS)
+    assert secret["metadata"]["ownerReferences"][0]["uid"] == waiting["metadata"]["uid"]
+    assert kube_server.run_pod(NS, name) is not None
+
+
+@pytest.mark.parametrize(
+    "secrets, message",
+    [({"..data": "x"}, r"secret names \['..data'\] cannot be file names"), ({"big": "x" * (2**20 + 1)}, "more than")],
+)
+def test_secrets_no_secret_can_hold_are_refused_before_anything_is_made(kube_server, backend, secrets, message):
+    with pytest.raises(PermanentCreationError, match=message):
+        backend.create_pod(spec(0, secrets=secrets))
+    assert kube_server.list_objects("pods") == [] and kube_server.list_objects("secrets", NS) == []
+
+
 def test_logs_and_events_of_a_pod(kube_server, backend):
     created = backend.create_pod(spec(0))
     assert backend.read_log(created.name) == ""  # not started yet
@@ -289,7 +359,8 @@ def test_the_calls_the_backend_makes_are_exactly_what_the_chart_grants(kube_serv
     kube_server.add_pvc("pai-team-y", "claim")
     auth = ImagePullAuth(username="u", password="p")
     mounts = (StorageMount(name="d", claim="claim", mount_path="/d"),)
-    created = backend.create_pod(spec(0, namespace="pai-team-y", priority_class="prod", image_pull_auth=auth, storage_mounts=mounts))
+    created = backend.create_pod(spec(0, namespace="pai-team-y", priority_class="prod", image_pull_auth=auth, storage_mounts=mounts,
+                                      secrets={"token": "t"}))
     backend.namespace_quota = quota_for({"requests.cpu": "20"})
     backend.create_pod(spec(1, namespace="pai-team-y"))  # the quota changed: patched
     backend.create_pod(spec(1, namespace="pai-team-y"))  # AlreadyExists: read back

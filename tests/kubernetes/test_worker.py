@@ -4,10 +4,12 @@ The Cluster row points at the server through a kubeconfig file; the worker runs 
 cycle and the tests play the kubelet and the node controller between cycles.
 """
 
+import base64
 import json
 import time
 
 import pytest
+import yaml
 from rest_framework.test import APIClient
 
 from apps.clusters.models import Node
@@ -167,6 +169,46 @@ def test_user_stop_deletes_the_pods_and_ends_stopped(world, drive, kubelet, kube
     assert kubelet.pods(**{"pai.job": job_key(job)}) == []
     # Deleted gracefully (the kubelet sent SIGTERM), with the pods' UIDs as preconditions.
     assert kube_server.count_requests("DELETE", r"/pods/") >= 2
+
+
+def test_a_jobs_secrets_reach_its_pod_even_after_a_creation_cut_short_and_go_with_it(world, drive, kubelet, kube_server, submit):
+    document = yaml.safe_load(job_yaml("secrets", roles={"main": {"gpu": 1, "commands": ["sleep 120"]}}))
+    document["secrets"] = {"api_key": "sk-live-0123456789", "port": 8080}
+    # Every write of the Secret fails, and so does the delete that would undo its pod: the
+    # pod is left waiting for its files, as a worker dying between the two calls leaves it.
+    kube_server.inject_fault("POST", r"/namespaces/pai-team-a/secrets$", status=500, count=10_000)
+    kube_server.inject_fault("DELETE", r"/namespaces/pai-team-a/pods/", status=500, count=10_000)
+    job = submit(world.a_member, yaml.safe_dump(document))
+    drive.run_until(lambda: kubelet.pods(**{"pai.job": job_key(job)}))
+    kube_server.clear_faults()
+    [waiting] = kubelet.pods(**{"pai.job": job_key(job)})
+    name = waiting["metadata"]["name"]
+    assert kube_server.get_object("secrets", f"{name}-secrets", "pai-team-a") is None
+
+    job = drive.wait_for_state(job, "RUNNING")
+    pod = kubelet.pod(job, "main")
+    assert pod["metadata"]["uid"] == waiting["metadata"]["uid"] == TaskAttempt.objects.get(pod_name=name).pod_uid
+    secret = kube_server.get_object("secrets", f"{name}-secrets", "pai-team-a")
+    assert {k: base64.b64decode(v).decode() for k, v in secret["data"].items()} == {
+        "api_key": "sk-live-0123456789", "port": "8080",
+    }
+    container = pod["spec"]["containers"][0]
+    assert {"name": "PAI_SECRETS_DIR", "value": "/usr/local/pai/secrets"} in container["env"]
+    assert {"name": "pai-secrets", "mountPath": "/usr/local/pai/secrets", "readOnly": True} in container["volumeMounts"]
+    # Shown nowhere else: not in the pod, the stored job, its diagnostics or events.
+    ta = TaskAttempt.objects.get(pod_name=name)
+    assert "creation failed" in ta.diagnostics
+    stored = Job.objects.get(pk=job.pk)
+    shown = [json.dumps(pod), json.dumps(stored.spec), json.dumps(stored.launch), stored.protocol_text, ta.diagnostics,
+             json.dumps(list(JobEvent.objects.filter(task_attempt=ta).values_list("message", flat=True)))]
+    assert not [text for text in shown if "sk-live" in text or "c2stbGl2ZS" in text]
+
+    client = APIClient()
+    client.force_authenticate(world.a_member)
+    assert client.put("/api/v2/jobs/a_member~secrets/executionType", {"value": "STOP"}, format="json").status_code in (200, 202)
+    drive.wait_for_state(job, "STOPPED")
+    assert kubelet.pods(**{"pai.job": job_key(job)}) == []
+    assert kube_server.list_objects("secrets", "pai-team-a") == []
 
 
 def test_a_guaranteed_job_preempts_an_opportunistic_one_which_is_retried(world, drive, kubelet, submit):

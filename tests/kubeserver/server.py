@@ -228,6 +228,8 @@ class KubeServer:
         self._objects = {plural: {} for plural in RESOURCES}
         self._usage = {}
         self._usage_by_uid = {}
+        # The garbage collector's graph: owner uid → {(plural, key)} of the objects naming it.
+        self._dependents = {}
         self._rv = 0
         self._history = []
         self._compacted_rv = 0
@@ -332,6 +334,7 @@ class KubeServer:
         store = self._objects[resource.plural]
         if resource.plural == "pods":
             self._track_usage(old, None if event_type == "DELETED" else obj)
+        self._index_owners(resource, key, store.get(key), None if event_type == "DELETED" else obj)
         if event_type == "DELETED":
             store.pop(key, None)
         else:
@@ -404,6 +407,9 @@ class KubeServer:
             obj = self._commit(resource, key, body, "ADDED")
             if resource.plural == "pods":
                 self._refresh_quotas(namespace)
+            if meta.get("ownerReferences"):
+                # Owners that are already gone: the collector deletes the new object.
+                self._collect_garbage({(resource.plural, key)})
             return obj
 
     def _default(self, resource, body):
@@ -816,7 +822,53 @@ class KubeServer:
                 self._logs.pop((key[0], key[1], container), None)
             self._usage_by_uid.pop(old["metadata"]["uid"], None)
             self._refresh_quotas(key[0])
+        self._collect_garbage(set(self._dependents.get(old["metadata"]["uid"], ())))
         return obj
+
+    # ------------------------------------------------------------------ garbage collection
+    def _index_owners(self, resource, key, previous, current):
+        for obj, add in ((previous, False), (current, True)):
+            for ref in ((obj or {}).get("metadata") or {}).get("ownerReferences") or []:
+                uid = ref.get("uid") if isinstance(ref, dict) else None
+                if not uid:
+                    continue
+                if add:
+                    self._dependents.setdefault(uid, set()).add((resource.plural, key))
+                else:
+                    dependents = self._dependents.get(uid, set())
+                    dependents.discard((resource.plural, key))
+                    if not dependents:
+                        self._dependents.pop(uid, None)
+
+    def _owner_exists(self, namespace, ref):
+        """Whether the object a reference names exists with its uid (in the dependent's
+        namespace when namespaced). A kind this server does not serve counts as there:
+        the collector cannot tell, so it keeps the dependent."""
+        resource = next(
+            (r for r in RESOURCES.values() if r.kind == ref.get("kind") and r.api_version == ref.get("apiVersion")), None
+        )
+        if resource is None:
+            return True
+        owner = self._objects[resource.plural].get(self._key(resource, namespace, ref.get("name")))
+        return owner is not None and owner["metadata"]["uid"] == ref.get("uid")
+
+    def _collect_garbage(self, dependents):
+        """The garbage collector (background propagation), here at once: a dependent whose
+        owners are all gone is deleted as a client's delete would (a running pod
+        gracefully); one that keeps an owner loses the references to the others."""
+        for plural, key in sorted(dependents):
+            resource = RESOURCES[plural]
+            obj = self._objects[plural].get(key)
+            if obj is None:
+                continue
+            refs = obj["metadata"].get("ownerReferences") or []
+            alive = [ref for ref in refs if self._owner_exists(key[0], ref)]
+            if not alive:
+                self._delete(resource, key[0], key[1], {})
+            elif len(alive) < len(refs):
+                updated = clone(obj)
+                updated["metadata"]["ownerReferences"] = alive
+                self._commit(resource, key, updated, "MODIFIED", old=obj)
 
     def _delete_namespace(self, key, old):
         terminating = clone(old)
@@ -1437,9 +1489,19 @@ class KubeServer:
     # The kubelet.
     def run_pod(self, namespace, name, *, pod_ip=None):
         """The kubelet starts a bound pod: phase Running, every container running and ready,
-        a pod IP; events Pulled/Created/Started."""
+        a pod IP; events Pulled/Created/Started. A pod whose secret volume has no Secret
+        yet cannot start: it stays Pending, a FailedMount warning is recorded, and None
+        is returned (call again once the Secret exists)."""
         with self._cond:
             old = self._bound_pod(namespace, name)
+            missing = self._missing_secrets(old)
+            if missing:
+                for volume, secret in missing:
+                    self._record_pod_event(
+                        old, "FailedMount", f'MountVolume.SetUp failed for volume "{volume}" : secret "{secret}" not found',
+                        event_type="Warning",
+                    )
+                return None
             pod = clone(old)
             status = pod.setdefault("status", {})
             moment = now_rfc3339()
@@ -1668,6 +1730,17 @@ class KubeServer:
         if not (pod.get("spec") or {}).get("nodeName"):
             raise ValueError(f"pod {namespace}/{name} is not bound to a node")
         return pod
+
+    def _missing_secrets(self, pod):
+        """(volume, secret name) of the pod's non-optional secret volumes whose Secret does not exist."""
+        missing = []
+        for volume in (pod.get("spec") or {}).get("volumes") or []:
+            source = volume.get("secret")
+            if source and not source.get("optional") and self._objects["secrets"].get(
+                (pod["metadata"]["namespace"], source.get("secretName"))
+            ) is None:
+                missing.append((volume.get("name"), source.get("secretName")))
+        return missing
 
     def _container_names(self, pod):
         return [c.get("name") for c in (pod.get("spec") or {}).get("containers") or []]

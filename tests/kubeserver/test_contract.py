@@ -682,6 +682,82 @@ def test_namespace_deletion_removes_its_contents(core, ns):
     assert ns not in [n.metadata.name for n in core.list_namespace().items]
 
 
+def _owned_secret(name, owner, **meta):
+    ref = {"apiVersion": "v1", "kind": "Pod", "name": owner.metadata.name, "uid": owner.metadata.uid}
+    return {"metadata": {"name": name, "ownerReferences": [ref], **meta}, "data": {"k": "dg=="}}
+
+
+def _secret_names(core, ns):
+    return [s.metadata.name for s in core.list_namespaced_secret(ns).items]
+
+
+def test_the_garbage_collector_deletes_what_a_removed_owner_owned(kube_server, core, ns, node):
+    owner = core.create_namespaced_pod(ns, pod_body("a", node=node))
+    other = core.create_namespaced_pod(ns, pod_body("b"))
+    core.create_namespaced_secret(ns, _owned_secret("a-files", owner))
+    both = _owned_secret("shared", owner)
+    both["metadata"]["ownerReferences"].append({"apiVersion": "v1", "kind": "Pod", "name": "b", "uid": other.metadata.uid})
+    core.create_namespaced_secret(ns, both)
+    core.create_namespaced_secret(ns, {"metadata": {"name": "unowned"}, "data": {}})
+    kube_server.run_pod(ns, "a")
+    core.delete_namespaced_pod("a", ns)
+    # While the owner terminates gracefully, it is still there: so are its dependents.
+    assert _secret_names(core, ns) == ["a-files", "shared", "unowned"]
+    kube_server.finalize_deletions()
+    assert _secret_names(core, ns) == ["shared", "unowned"]
+    # A dependent that keeps an owner only loses the reference to the gone one.
+    assert [r.name for r in core.read_namespaced_secret("shared", ns).metadata.owner_references] == ["b"]
+    core.delete_namespaced_pod("b", ns)
+    assert _secret_names(core, ns) == ["unowned"]
+
+
+def test_an_object_created_with_only_gone_owners_is_collected(core, ns):
+    pod = core.create_namespaced_pod(ns, pod_body("a"))
+    core.delete_namespaced_pod("a", ns)
+    created = core.create_namespaced_secret(ns, _owned_secret("late", pod))
+    assert created.metadata.name == "late"
+    assert _secret_names(core, ns) == []
+    # The same name with another uid is not the owner either.
+    core.create_namespaced_pod(ns, pod_body("a"))
+    core.create_namespaced_secret(ns, _owned_secret("late", pod))
+    assert _secret_names(core, ns) == []
+
+
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        ({"uid": ""}, "metadata.ownerReferences.uid"),
+        ({"kind": ""}, "metadata.ownerReferences.kind"),
+        ({"apiVersion": "apps/"}, "metadata.ownerReferences.apiVersion"),
+    ],
+)
+def test_owner_references_need_api_version_kind_name_and_uid(core, ns, change, field):
+    pod = core.create_namespaced_pod(ns, pod_body("a"))
+    body = _owned_secret("s", pod)
+    body["metadata"]["ownerReferences"][0].update(change)
+    with pytest.raises(ApiException) as exc:
+        core.create_namespaced_secret(ns, body)
+    assert exc.value.status == 422
+    assert [c["field"] for c in status_of(exc.value)["details"]["causes"]] == [field]
+
+
+def test_a_pod_with_a_missing_secret_volume_waits_for_the_secret(kube_server, core, ns, node):
+    volume = {"name": "files", "secret": {"secretName": "a-files", "defaultMode": 0o400}}
+    container = {"name": "main", "image": "busybox:1.36", "volumeMounts": [{"name": "files", "mountPath": "/s", "readOnly": True}]}
+    core.create_namespaced_pod(ns, pod_body("a", node=node, containers=[container], volumes=[volume]))
+    assert kube_server.run_pod(ns, "a") is None
+    assert core.read_namespaced_pod("a", ns).status.phase == "Pending"
+    [event] = core.list_namespaced_event(ns, field_selector="involvedObject.name=a,reason=FailedMount").items
+    assert event.type == "Warning" and 'secret "a-files" not found' in event.message
+    core.create_namespaced_secret(ns, {"metadata": {"name": "a-files"}, "data": {"k": "dg=="}})
+    assert kube_server.run_pod(ns, "a") is not None
+    assert core.read_namespaced_pod("a", ns).status.phase == "Running"
+    bad = dict(volume, secret={"secretName": "a-files", "defaultMode": 0o1000})
+    with pytest.raises(ApiException) as exc:
+        core.create_namespaced_pod(ns, pod_body("b", containers=[container], volumes=[bad]))
+    assert [c["field"] for c in status_of(exc.value)["details"]["causes"]] == ["spec.volumes[0].secret.defaultMode"]
+
+
 # --------------------------------------------------------------------------- binding
 def test_binding_sets_the_node_and_answers_a_status(kube_server, core, ns, node):
     core.create_namespaced_pod(ns, pod_body("a"))
@@ -938,6 +1014,10 @@ def test_image_pull_secrets(core, ns):
     with pytest.raises(ApiException) as exc:
         core.create_namespaced_secret(ns, {"metadata": {"name": "bad"}, "data": {"k": "not base64!"}})
     assert exc.value.status == 400
+    for key, message in (("..", "must not be '..'"), ("..data", "must not start with '..'"), ("a b", "a valid config key")):
+        with pytest.raises(ApiException) as exc:
+            core.create_namespaced_secret(ns, {"metadata": {"name": "bad"}, "data": {key: "dg=="}})
+        assert exc.value.status == 422 and message in status_of(exc.value)["message"]
     core.delete_namespaced_secret("plain", ns)
     assert [s.metadata.name for s in core.list_namespaced_secret(ns).items] == ["pai-job-1-registry"]
 

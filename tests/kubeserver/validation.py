@@ -125,6 +125,7 @@ def validate_metadata(errors, meta, *, label_only=False, namespaced=True):
     if not isinstance(annotations, dict):
         errors.invalid("metadata.annotations", annotations, "must be a map of strings")
         annotations = {}
+    _owner_references(errors, meta.get("ownerReferences"))
     total = 0
     for key, value in annotations.items():
         _qualified_key(errors, "metadata.annotations", key)
@@ -134,6 +135,23 @@ def validate_metadata(errors, meta, *, label_only=False, namespaced=True):
         total += len(key) + len(value)
     if total > 256 * 1024:
         errors.too_long("metadata.annotations", 256 * 1024)
+
+
+def _owner_references(errors, references):
+    if references is None:
+        return
+    if not isinstance(references, list) or not all(isinstance(ref, dict) for ref in references):
+        raise Undecodable("metadata.ownerReferences must be a list of objects")
+    field = "metadata.ownerReferences"
+    for ref in references:
+        api_version = ref.get("apiVersion") or ""
+        if not api_version.rpartition("/")[2]:
+            errors.invalid(f"{field}.apiVersion", api_version, "version must not be empty")
+        for key, what in (("kind", "kind"), ("name", "name"), ("uid", "uid")):
+            if not ref.get(key):
+                errors.invalid(f"{field}.{key}", ref.get(key) or "", f"{what} must not be empty")
+    if sum(1 for ref in references if ref.get("controller")) > 1:
+        errors.invalid(field, references, "Only one reference can have Controller set to true")
 
 
 def _quantity(field, value):
@@ -235,6 +253,14 @@ def validate_pod(pod):
         claim = volume.get("persistentVolumeClaim")
         if claim is not None and not claim.get("claimName"):
             errors.required(f"spec.volumes[{i}].persistentVolumeClaim.claimName")
+        secret = volume.get("secret")
+        if secret is not None:
+            if not secret.get("secretName"):
+                errors.required(f"spec.volumes[{i}].secret.secretName")
+            mode = secret.get("defaultMode")
+            if mode is not None and (not isinstance(mode, int) or isinstance(mode, bool) or not 0 <= mode <= 0o777):
+                errors.invalid(f"spec.volumes[{i}].secret.defaultMode", mode,
+                               "must be a number between 0 and 0777 (octal), both inclusive")
     containers = spec.get("containers")
     if not containers:
         errors.required("spec.containers")
@@ -326,8 +352,14 @@ def validate_secret(secret):
     errors = Errors()
     validate_metadata(errors, secret.get("metadata"))
     for key, value in (secret.get("data") or {}).items():
-        if not SECRET_KEY_RE.match(key) or len(key) > 253:
+        if not SECRET_KEY_RE.fullmatch(key) or len(key) > 253:
             errors.invalid(f"data[{key}]", key, "a valid config key must consist of alphanumeric characters, '-', '_' or '.'")
+        if key == ".":
+            errors.invalid(f"data[{key}]", key, "must not be '.'")
+        elif key == "..":
+            errors.invalid(f"data[{key}]", key, "must not be '..'")
+        elif key.startswith(".."):
+            errors.invalid(f"data[{key}]", key, "must not start with '..'")
         try:
             base64.b64decode(value, validate=True)
         except (binascii.Error, TypeError) as exc:

@@ -10,7 +10,8 @@ The virtual cluster is `defaults.virtualCluster`, else your default VC (the firs
 name, granted to your groups). SKU and priority come from `extras.hivedScheduler`,
 gang allocation from `extras.gangAllocation` (default true). Validation errors name the
 field path and the rule. Fields pai keeps but does not act on yet come back as
-`warnings`. Secrets are used only for image `auth` and are shown as `******` everywhere.
+`warnings`. Secrets are substituted only in image `auth`, reach each task as one file
+per key in the directory `$PAI_SECRETS_DIR` names, and are shown as `******` everywhere.
 The job is queued as `WAITING` / `AttemptCreationPending`."""
 
 LIST = """Jobs you may see, newest first: your own, and the other jobs in your teams' virtual

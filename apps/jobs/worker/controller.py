@@ -766,7 +766,11 @@ class Controller:
             specs = launch.pod_specs(job, attempt.index, pairs, job.placement, node_ips, gpus_per_leaf)
             created_all = True
             for (ta, _task), spec in zip(pairs, specs):
-                if ta.pod_uid or ta.completed_at:
+                # A pod with secrets that has not started is asked for again while its
+                # attempt is created, even once its UID is known: a backend that makes the
+                # secrets after the pod (Kubernetes) so finishes a creation that a crash or
+                # a failed call cut short.
+                if ta.completed_at or (ta.pod_uid and (ta.started_at or not spec.secrets)):
                     continue
                 try:
                     observation = self.backend.create_pod(spec)
@@ -782,6 +786,10 @@ class Controller:
                     continue
                 except PermanentCreationError as exc:
                     self._complete_task_attempt(ta, exitcodes.POD_CREATION_PERMANENT_ERROR, str(exc))
+                    continue
+                if ta.pod_uid and observation.uid != ta.pod_uid:
+                    # The pod we knew went meanwhile (its end is observed); this new one is not the task attempt's.
+                    self._delete_pod(spec.name, observation.uid)
                     continue
                 TaskAttempt.objects.filter(pk=ta.pk).update(pod_uid=observation.uid)
                 ta.pod_uid = observation.uid

@@ -6,8 +6,10 @@ from pathlib import PurePosixPath
 from apps.storage.choices import StorageKind
 from apps.storage.models import StorageConfig
 from scheduler import podenv
-from scheduler.backends import ANNOTATION_PLACEMENT, ImagePullAuth, PodSpec, PortRequest, StorageMount
-from scheduler.backends import pod_labels, pod_name
+from scheduler.backends import ANNOTATION_PLACEMENT, SECRETS_DIR_ENV, SECRETS_MOUNT_PATH, ImagePullAuth, PodSpec
+from scheduler.backends import PortRequest, StorageMount, pod_labels, pod_name
+
+from ..protocol.templating import as_text
 
 # How long a stopped task has to end on SIGTERM before SIGKILL.
 DEFAULT_GRACE_SECONDS = 10.0
@@ -87,6 +89,11 @@ def storage_mounts(job):
     return tuple(mounts)
 
 
+def secret_files(secret):
+    """The job's `secrets` as the task's files, key → text (a YAML number is written as its digits)."""
+    return {str(key): as_text(value) for key, value in (secret.values if secret is not None else {}).items()}
+
+
 def pod_specs(job, attempt_index, task_attempts, placement, node_ips, gpus_per_leaf):
     """PodSpec per task attempt row; `task_attempts` are (TaskAttempt, Task) pairs of the attempt.
 
@@ -107,6 +114,7 @@ def pod_specs(job, attempt_index, task_attempts, placement, node_ips, gpus_per_l
     ]
     secret = getattr(job, "secret", None)
     image_auth = secret.image_auth if secret is not None else {}
+    files = secret_files(secret)
     mounts = storage_mounts(job)
     specs = []
     for ta, task in task_attempts:
@@ -116,6 +124,9 @@ def pod_specs(job, attempt_index, task_attempts, placement, node_ips, gpus_per_l
         pod = by_task[(task.task_role, task.index)]
         auth = image_auth.get(role.get("dockerImage"))
         env = podenv.task_environment(info, addresses, task.task_role, task.index)
+        if files:
+            # Where the container sees them; a backend without containers sets its own directory.
+            env[SECRETS_DIR_ENV] = SECRETS_MOUNT_PATH
         specs.append(
             PodSpec(
                 name=ta.pod_name,
@@ -139,6 +150,7 @@ def pod_specs(job, attempt_index, task_attempts, placement, node_ips, gpus_per_l
                 gpu=int(resources.get("gpu", 0)),
                 priority_class=job.priority_class,
                 grace_seconds=DEFAULT_GRACE_SECONDS,
+                secrets=dict(files),
             )
         )
     return specs

@@ -17,7 +17,9 @@ keep in-memory caches plus a change feed; everything else runs on the caller's t
   caller's thread (during ``poll`` and ``list_nodes``), never on the watch's.
 - **Creation** makes sure the tenant's namespace (with its ResourceQuota over
   guaranteed pods, from ``namespace_quota``), the priority class, the image pull
-  secret and the storage claims exist, then creates the pod. 409 AlreadyExists returns
+  secret and the storage claims exist, then creates the pod, then the Secret of its
+  secret files (owned by the pod, mounted read-only at ``SECRETS_MOUNT_PATH``; see
+  ``_ensure_task_secret`` for why in that order). 409 AlreadyExists returns
   the existing pod; quota and admission-webhook refusals and an unreachable API are
   :class:`TransientCreationError`; an invalid pod (400/422) or an unknown node is
   :class:`PermanentCreationError`.
@@ -51,6 +53,7 @@ from ..base import (
     PodSpec,
     TransientCreationError,
     is_valid_pod_name,
+    is_valid_secret_key,
 )
 from . import manifests
 from .client import KubeApi, KubeError, Unavailable
@@ -323,6 +326,7 @@ class KubernetesBackend(ClusterBackend):
     def create_pod(self, spec: PodSpec) -> PodObservation:
         if not is_valid_pod_name(spec.name):
             raise PermanentCreationError(f"pod name {spec.name!r} is not a DNS label of at most 63 characters")
+        _check_secret_files(spec)
         self._ensure_started()
         try:
             self._require_node(spec.node)
@@ -332,8 +336,10 @@ class KubernetesBackend(ClusterBackend):
             secrets = self._ensure_pull_secret(spec)
             self._require_claims(spec)
             body = manifests.pod(spec, self.pod_options, secrets)
+            made = False
             try:
                 created = self.api.create_pod(spec.namespace, body)
+                made = True
             except KubeError as exc:
                 if exc.status != 409:
                     raise
@@ -341,6 +347,8 @@ class KubernetesBackend(ClusterBackend):
                 created = self.api.get_pod(spec.namespace, spec.name)
                 if (created.get("metadata") or {}).get("deletionTimestamp"):
                     raise TransientCreationError(f"pod {spec.name} is still being deleted") from exc
+            if spec.secrets:
+                self._ensure_task_secret(spec, created, made)
         except Unavailable as exc:
             raise TransientCreationError(f"the Kubernetes API is unavailable: {exc.message}") from exc
         except KubeError as exc:
@@ -495,6 +503,31 @@ class KubernetesBackend(ClusterBackend):
             self._secrets.add((spec.namespace, name))
         return [name]
 
+    def _ensure_task_secret(self, spec: PodSpec, pod: dict, made: bool):
+        """The Secret of the pod's secret files, made after the pod and owned by it.
+
+        Pod first, because only an existing pod can own the Secret: Kubernetes' garbage
+        collector then deletes it with the pod however the pod goes (deleted by pai or
+        by an operator, lost with its node, gone with its namespace), and no Secret ever
+        outlives its pod, not even when the worker dies between the two calls. Until the
+        Secret exists the kubelet keeps the pod in ContainerCreating (the volume is not
+        optional), so the task never starts without its files; a pod left so by a
+        crash is asked for again by the worker, and that call (409 for the pod) makes
+        the Secret. 409 for the Secret: an earlier call made it. When the Secret cannot
+        be made, a pod this call made goes again, so that the failure leaves nothing.
+        """
+        try:
+            self.api.create_secret(spec.namespace, manifests.task_secret(spec, pod["metadata"]["uid"]))
+        except KubeError as exc:
+            if exc.status == 409:
+                return
+            if made:
+                try:
+                    self.api.delete_pod(spec.namespace, spec.name, grace_seconds=0, uid=pod["metadata"]["uid"])
+                except KubeError as deleted:
+                    log.warning("pod %s waits for its secrets: %s", spec.name, deleted)
+            raise
+
     def _require_claims(self, spec: PodSpec):
         for storage in spec.storage_mounts:
             if storage.host_path or (spec.namespace, storage.claim) in self._claims:
@@ -525,6 +558,18 @@ class KubernetesBackend(ClusterBackend):
         with self._lock:
             self._namespace_of[name] = namespace
         return namespace
+
+
+def _check_secret_files(spec: PodSpec):
+    """Refuse before anything is made what the Secret of the pod's files could not hold."""
+    bad = sorted(key for key in spec.secrets if not is_valid_secret_key(key))
+    if bad:
+        raise PermanentCreationError(f"pod {spec.name}: secret names {bad} cannot be file names")
+    size = sum(len(value.encode()) for value in spec.secrets.values())
+    if size > manifests.MAX_SECRET_BYTES:
+        raise PermanentCreationError(
+            f"pod {spec.name}: the secrets hold {size} bytes, more than a Secret's {manifests.MAX_SECRET_BYTES}"
+        )
 
 
 def _gone(info: NodeInfo) -> NodeInfo:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from ...spec import PRIORITY_CLASSES
-from ..base import NodeInfo, PodEvent, PodObservation, PodSpec
+from ..base import SECRETS_MOUNT_PATH, NodeInfo, PodEvent, PodObservation, PodSpec
 
 CONTAINER = "main"
 MANAGED_BY = "app.kubernetes.io/managed-by"
@@ -21,6 +21,11 @@ OWNER_LABELS = {MANAGED_BY: MANAGER}
 POD_SELECTOR = f"{MANAGED_BY}={MANAGER}"
 QUOTA_NAME = "pai-virtual-clusters"
 SHM_VOLUME = "dshm"
+SECRETS_VOLUME = "pai-secrets"
+# The task's secret files: read-only, for the container's user alone.
+SECRET_FILE_MODE = 0o400
+# What one Secret may hold (the API server's limit on the sum of its values).
+MAX_SECRET_BYTES = 1024 * 1024
 DEFAULT_IMAGE = "ubuntu:22.04"
 # Priority classes pai creates are named after its own; their values keep pai's order.
 PRIORITY_CLASS_PREFIX = "pai-"
@@ -106,6 +111,26 @@ def pull_secret(name: str, registry: str, username: str, password: str) -> dict:
     }
 
 
+def task_secret_name(pod_name: str) -> str:
+    return f"{pod_name}-secrets"
+
+
+def task_secret(spec: PodSpec, pod_uid: str) -> dict:
+    """The Secret holding a pod's secret files, owned by the pod: Kubernetes' garbage
+    collector deletes it when the pod goes, however it goes."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "Opaque",
+        "metadata": {
+            "name": task_secret_name(spec.name),
+            "labels": {**spec.labels, **OWNER_LABELS},
+            "ownerReferences": [{"apiVersion": "v1", "kind": "Pod", "name": spec.name, "uid": pod_uid}],
+        },
+        "data": {key: base64.b64encode(value.encode()).decode() for key, value in sorted(spec.secrets.items())},
+    }
+
+
 def _cpu(value: float, minimum: str) -> str:
     return f"{max(1, round(value * 1000))}m" if value > 0 else minimum
 
@@ -133,6 +158,10 @@ def pod(spec: PodSpec, options: PodOptions, pull_secret_names: list[str] = ()) -
         if sub_path and sub_path != ".":
             mount["subPath"] = sub_path
         mounts.append(mount)
+    if spec.secrets:
+        # Not optional: the kubelet starts the container only once the Secret exists.
+        volumes.append({"name": SECRETS_VOLUME, "secret": {"secretName": task_secret_name(spec.name), "defaultMode": SECRET_FILE_MODE}})
+        mounts.append({"name": SECRETS_VOLUME, "mountPath": SECRETS_MOUNT_PATH, "readOnly": True})
     ports = [
         {"containerPort": port, "hostPort": port, "protocol": "TCP"}
         for request in spec.ports

@@ -10,6 +10,7 @@ Layout of ``state_dir``::
     pods/<name>/process.json, exit.json, deletion.json, *.log   see ``shim.py``
     pods/<name>/events.jsonl
     pods/<name>/work/       the task's working directory
+    pods/<name>/secrets/    the task's secret files, while it runs
     storage/<claim>/        non-host-path storages
 
 Each pod runs under a small supervisor process (``shim.py``) in a session of its own:
@@ -38,6 +39,12 @@ from the worker, never its secrets. It always runs in ``work/``: the spec's
 credentials, CPU/memory limits, shm and ports are not enforced (ports only reach the
 task through its ``PAI_PORT_LIST_*`` variables). Output is kept per stream and once
 interleaved (``all.log``), so logs take twice their size on disk. Linux only (``/proc``).
+
+Secrets: the spec's ``secrets`` are files in ``secrets/`` (the directory mode 0700, each
+file 0600), written before the task starts; ``PAI_SECRETS_DIR`` names the directory.
+They are removed as soon as the task has ended, so at the latest when the pod is
+deleted. The modes keep other users out, not other pods: every task runs as the
+worker's user, which can read any pod's directory.
 """
 
 from __future__ import annotations
@@ -63,6 +70,8 @@ from typing import Any
 
 from ..base import (
     REASON_NODE_LOST,
+    SECRETS_DIR_ENV,
+    TERMINAL_PHASES,
     ClusterBackend,
     CursorExpiredError,
     LogStream,
@@ -75,6 +84,7 @@ from ..base import (
     PodSpec,
     TransientCreationError,
     is_valid_pod_name,
+    is_valid_secret_key,
 )
 from . import shim
 
@@ -177,7 +187,22 @@ def _file_key(path: Path) -> tuple[int, int, int]:
 
 
 def _spec_digest(spec: PodSpec) -> str:
-    return hashlib.sha256(json.dumps(asdict(spec), sort_keys=True, default=str).encode()).hexdigest()
+    """A digest of the spec with its secrets' names only: the record keeps no trace of their values."""
+    data = asdict(spec)
+    data["secrets"] = sorted(spec.secrets)
+    return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _write_secrets(directory: Path, secrets: Mapping[str, str]) -> Path:
+    """One file per secret, readable by the task's user alone (whatever the umask)."""
+    directory.mkdir(mode=0o700)
+    directory.chmod(0o700)
+    for key, value in secrets.items():
+        fd = os.open(directory / key, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with open(fd, "wb") as f:
+            os.fchmod(fd, 0o600)
+            f.write(value.encode())
+    return directory
 
 
 def _tail(path: Path, lines: int) -> str:
@@ -282,6 +307,8 @@ class LocalBackend(ClusterBackend):
                 work = pod_dir / "work"
                 work.mkdir(parents=True)
                 env = self._environment(spec, node)
+                if spec.secrets:
+                    env[SECRETS_DIR_ENV] = str(_write_secrets(pod_dir / "secrets", spec.secrets))
                 shim.write_json(
                     pod_dir / "launch.json",
                     {"shell": self.shell, "script": spec.commands, "env": env, "cwd": str(work), "grace_seconds": spec.grace_seconds},
@@ -338,6 +365,7 @@ class LocalBackend(ClusterBackend):
                 return True
             if record["phase"] in ("Succeeded", "Failed"):
                 record["deleted"] = True
+                self._remove_secrets(name)
                 self._save(record)
                 return True
             if record["deletion_requested_at"] is not None:
@@ -444,6 +472,9 @@ class LocalBackend(ClusterBackend):
         for mount in spec.storage_mounts:
             if mount.sub_path.startswith("/") or ".." in Path(mount.sub_path).parts:
                 raise PermanentCreationError(f"storage {mount.name}: sub path must stay inside the storage")
+        for key, value in spec.secrets.items():
+            if not isinstance(key, str) or not is_valid_secret_key(key) or not isinstance(value, str):
+                raise PermanentCreationError(f"secrets: {key!r} is not a valid file name with a text value")
         return node
 
     def _environment(self, spec: PodSpec, node: LocalNode) -> dict[str, str]:
@@ -515,8 +546,14 @@ class LocalBackend(ClusterBackend):
             record["deleted"] = True
         if record != before:
             self._reap(name)
+            if record["phase"] in TERMINAL_PHASES:
+                self._remove_secrets(name)
             self._save(record)
         return record
+
+    def _remove_secrets(self, name: str) -> None:
+        """The task has ended: nothing reads its secret files any more."""
+        shutil.rmtree(self.pods_dir / name / "secrets", ignore_errors=True)
 
     def _startup_overdue(self, record: dict[str, Any]) -> bool:
         popen = self._spawned.get(record["name"])
