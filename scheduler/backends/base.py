@@ -311,15 +311,20 @@ def is_valid_pod_name(name: str) -> bool:
     return len(name) <= POD_NAME_MAX and bool(_POD_NAME.match(name))
 
 
-# A Kubernetes Secret's data key (a config map key), which is also a plain file name.
-_SECRET_KEY = re.compile(r"[-._a-zA-Z0-9]{1,253}")
+# A Kubernetes Secret's data key (a config map key), which is also a plain file name: 1 to
+# 253 letters, digits, ``-``, ``_`` or ``.``, neither ``.`` nor starting with ``..``
+# (Kubernetes keeps its own ``..data`` entries beside the files). Written for JSON Schema
+# too (the job protocol checks names with it); ``(?!\n)``: ``$`` also matches before a
+# final newline.
+SECRET_KEY_PATTERN = r"^(?!\.\.)(?!\.$)[-._a-zA-Z0-9]{1,253}(?!\n)$"
+# What one Kubernetes Secret holds at most (the sum of its values), so a pod's secrets.
+MAX_SECRETS_BYTES = 1024 * 1024
+_SECRET_KEY = re.compile(SECRET_KEY_PATTERN)
 
 
 def is_valid_secret_key(key: str) -> bool:
-    """Whether ``key`` can be a secret file's name in every backend: 1 to 253 letters,
-    digits, ``-``, ``_`` or ``.``, neither ``.`` nor starting with ``..`` (Kubernetes
-    keeps its own ``..data`` entries beside the files)."""
-    return bool(_SECRET_KEY.fullmatch(key)) and key != "." and not key.startswith("..")
+    """Whether ``key`` can be a secret file's name in every backend (``SECRET_KEY_PATTERN``)."""
+    return bool(_SECRET_KEY.match(key))
 
 
 def pod_name(job_key: str, task_role: str, task_index: int, attempt: int, task_attempt: int) -> str:

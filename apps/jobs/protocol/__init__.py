@@ -11,6 +11,8 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from scheduler.backends import MAX_SECRETS_BYTES
+
 from ..choices import DEFAULT_PRIORITY_CLASS, PRIORITY_OF_CLASS
 from .errors import ProtocolError
 from .references import check_references, prerequisites_by_type
@@ -30,8 +32,6 @@ _KNOWN_EXTRAS = {"gangAllocation", "submitFrom", "hivedScheduler", "storages",
                  "com.microsoft.pai.runtimeplugin", "jobStatusChangeNotification"}
 _KNOWN_PREREQUISITE_FIELDS = {"name", "type", "uri", "auth", "version", "contributor", "description"}
 _KNOWN_CONTAINER_OPTIONS = {"shmMB"}
-# A task's secret files live in one Kubernetes Secret, which holds at most 1 MiB of values.
-MAX_SECRETS_BYTES = 1024 * 1024
 
 
 @dataclass

@@ -6,11 +6,10 @@ reads `taskRoles.worker.resourcePerInstance.gpu: must be an integer ≥ 0` which
 uniqueness, completion counts) are checked in `references.py`.
 """
 
+from scheduler.backends import SECRET_KEY_PATTERN
+
 NAME_PATTERN = r"^[a-zA-Z0-9_-]+$"
 TASK_ROLE_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
-# Secret keys become file names and Kubernetes Secret keys (scheduler.backends'
-# `is_valid_secret_key`). `(?!\n)`: Python's `$` also matches before a final newline.
-SECRET_KEY_PATTERN = r"^(?!\.\.)(?!\.$)[-._a-zA-Z0-9]{1,253}(?!\n)$"
 
 
 def _integer(minimum, message=None):

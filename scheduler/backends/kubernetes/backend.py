@@ -41,6 +41,7 @@ from kubernetes.watch.watch import iter_resp_lines
 
 from ...spec import PRIORITY_CLASSES
 from ..base import (
+    MAX_SECRETS_BYTES,
     ClusterBackend,
     CursorExpiredError,
     LogStream,
@@ -566,9 +567,9 @@ def _check_secret_files(spec: PodSpec):
     if bad:
         raise PermanentCreationError(f"pod {spec.name}: secret names {bad} cannot be file names")
     size = sum(len(value.encode()) for value in spec.secrets.values())
-    if size > manifests.MAX_SECRET_BYTES:
+    if size > MAX_SECRETS_BYTES:
         raise PermanentCreationError(
-            f"pod {spec.name}: the secrets hold {size} bytes, more than a Secret's {manifests.MAX_SECRET_BYTES}"
+            f"pod {spec.name}: the secrets hold {size} bytes, more than a Secret's {MAX_SECRETS_BYTES}"
         )
 
 

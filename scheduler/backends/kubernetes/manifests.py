@@ -24,8 +24,6 @@ SHM_VOLUME = "dshm"
 SECRETS_VOLUME = "pai-secrets"
 # The task's secret files: read-only, for the container's user alone.
 SECRET_FILE_MODE = 0o400
-# What one Secret may hold (the API server's limit on the sum of its values).
-MAX_SECRET_BYTES = 1024 * 1024
 DEFAULT_IMAGE = "ubuntu:22.04"
 # Priority classes pai creates are named after its own; their values keep pai's order.
 PRIORITY_CLASS_PREFIX = "pai-"
