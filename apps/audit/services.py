@@ -22,17 +22,16 @@ def scrub(changes):
 
 def record(actor, action, obj=None, *, tenant=None, changes=None, object_type=None, object_id=None, object_repr=None):
     """Append one audit row. `obj` may be a model instance; its tenant is used when it has one."""
-    tenant_id = None
+    tenant_id = tenant.pk if tenant is not None else None
     if obj is not None:
         object_type = object_type or obj._meta.label_lower
         object_id = object_id if object_id is not None else str(obj.pk)
         object_repr = object_repr or str(obj)[:255]
         if tenant is None:
-            # The id when the object has the column: no query for a tenant not loaded.
+            # The column when the object has one: no query for a tenant not loaded.
             tenant_id = getattr(obj, "tenant_id", None)
-            tenant = getattr(obj, "tenant", None) if tenant_id is None else None
-    if tenant is not None:
-        tenant_id = tenant.pk
+            if tenant_id is None:
+                tenant_id = getattr(getattr(obj, "tenant", None), "pk", None)
     authenticated = actor is not None and getattr(actor, "is_authenticated", False)
     return AuditEntry.objects.create(
         actor=actor if authenticated else None,

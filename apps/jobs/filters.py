@@ -82,6 +82,10 @@ class OrderFilter(django_filters.Filter):
         return qs.order_by(f"{sign}{column}", f"{sign}id")
 
 
+def _ids(queryset):
+    return list(queryset.values_list("pk", flat=True))
+
+
 class JobFilterSet(django_filters.FilterSet):
     username = CommaListFilter(method="filter_username")
     vc = CommaListFilter(method="filter_vc")
@@ -100,14 +104,10 @@ class JobFilterSet(django_filters.FilterSet):
     # index, instead of walking every visible job in submission order looking for them,
     # which took 100+ ms over 100,000 jobs when the user had few or old jobs.
     def filter_username(self, qs, name, value):
-        if not value:
-            return qs
-        return qs.filter(owner_id__in=list(get_user_model().objects.filter(username__in=value).values_list("pk", flat=True)))
+        return qs.filter(owner_id__in=_ids(get_user_model().objects.filter(username__in=value))) if value else qs
 
     def filter_vc(self, qs, name, value):
-        if not value:
-            return qs
-        return qs.filter(virtual_cluster_id__in=list(VirtualCluster.objects.filter(name__in=value).values_list("pk", flat=True)))
+        return qs.filter(virtual_cluster_id__in=_ids(VirtualCluster.objects.filter(name__in=value))) if value else qs
 
     def filter_state(self, qs, name, value):
         return qs.filter(state__in=value) if value else qs
