@@ -6,7 +6,7 @@ PIP := $(VENV)/bin/pip
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run test bench install system-deps migrate demo check clean
+.PHONY: run serve test bench install system-deps migrate demo check clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,14 +23,24 @@ demo: migrate
 	$(PY) manage.py seed_demo
 
 # The service on its embedded defaults: SQLite, ORM broker, local backend, demo data.
-# Ctrl-C stops the web server and the worker together.
-run: demo
+run: demo serve
+
+# The web server and the worker together; Ctrl-C stops both, once each. Each runs in
+# its own session, so the terminal's Ctrl-C reaches only this shell, which sends each a
+# single SIGTERM (the servers would otherwise hear the signal twice), and the trap never
+# signals its own process group (dash re-entered `trap 'kill 0'` until it crashed).
+serve:
 	@echo ""
 	@echo "pai is starting at http://$(HOST):$(PORT)/  (admin: http://$(HOST):$(PORT)/admin/)"
 	@echo ""
-	@trap 'kill 0' INT TERM EXIT; \
-	$(PY) manage.py qcluster & \
-	$(PY) manage.py runserver --noreload $(HOST):$(PORT)
+	@setsid $(PY) manage.py qcluster & worker=$$!; \
+	setsid $(PY) manage.py runserver --noreload $(HOST):$(PORT) & web=$$!; \
+	stopping=; \
+	trap '[ -n "$$stopping" ] || { stopping=1; kill $$web $$worker 2>/dev/null; }' INT TERM; \
+	wait $$web; \
+	[ -n "$$stopping" ] || { stopping=1; kill $$worker 2>/dev/null; }; \
+	wait $$worker; \
+	echo "pai stopped."
 
 # Real peers the integration tests start: Alertmanager and headless Chromium, from
 # Debian's packages. Installed once, only when missing.

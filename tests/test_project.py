@@ -1,9 +1,14 @@
 import os
+import signal
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
 from io import StringIO
 from pathlib import Path
 
+import pytest
 from django.core.management import call_command
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,9 +47,10 @@ def test_production_refuses_to_start_without_a_secret_key(tmp_path):
     assert "SECRET_KEY must be set" in result.stderr
 
 
-def test_the_embedded_default_migrates_into_a_data_dir_that_does_not_exist_yet(tmp_path):
-    # What `make run` does first on a fresh checkout, where `var/` does not exist.
-    data_dir = tmp_path / "fresh" / "var"
+@pytest.fixture(scope="module")
+def fresh_data_dir(tmp_path_factory):
+    """What `make run` does first on a fresh checkout, where `var/` does not exist: migrate."""
+    data_dir = tmp_path_factory.mktemp("fresh") / "var"
     env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "PAI_ENV")}
     env["PAI_DATA_DIR"] = str(data_dir)
     result = subprocess.run(
@@ -52,7 +58,46 @@ def test_the_embedded_default_migrates_into_a_data_dir_that_does_not_exist_yet(t
         timeout=300,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+    return env, data_dir
+
+
+def test_the_embedded_default_migrates_into_a_data_dir_that_does_not_exist_yet(fresh_data_dir):
+    _, data_dir = fresh_data_dir
     assert (data_dir / "pai.sqlite3").stat().st_size > 0
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_ctrl_c_stops_make_run_once_and_cleanly(fresh_data_dir):
+    """Ctrl-C reaches the whole foreground process group of `make run` (make and its shell):
+    the web server and the worker stop, each saying so once, and nothing crashes."""
+    env, _ = fresh_data_dir
+    port = _free_port()
+    make = subprocess.Popen(
+        ["make", "--no-print-directory", "serve", f"PORT={port}", f"PY={sys.executable}"], cwd=ROOT, env=env,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1)
+                break
+            except OSError:
+                assert make.poll() is None and time.monotonic() < deadline, "the web server did not start"
+                time.sleep(0.2)
+        os.killpg(make.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
+        output, _ = make.communicate(timeout=60)
+    finally:
+        if make.poll() is None:
+            os.killpg(make.pid, signal.SIGKILL)
+    assert "Segmentation fault" not in output and "***" not in output, output
+    assert output.count("stopping.") == 1 and output.count("has stopped.") == 1, output
+    assert output.rstrip().endswith("pai stopped."), output
 
 
 def test_health_endpoints(client, db):
