@@ -22,6 +22,7 @@ from .backends.base import PodObservation
 from .exitcodes import (
     ATTEMPT_COMPLETION,
     FALLBACK_CODE,
+    POD_CREATION_PERMANENT_ERROR,
     POD_EXTERNAL_DELETED,
     STOP_REQUESTED,
     SUCCEEDED,
@@ -287,43 +288,79 @@ class RetryDecision:
     exit_row: ExitSpecRow
 
 
+RETRY_FAILURES_WITHOUT_LIMIT = -1
+RETRY_ALWAYS = -2
+"""FrameworkController's special ``maxRetryCount`` values, as OpenPAI passes ``jobRetryCount``
+and ``taskRetryCount``: -1 retries every failure without limit, -2 retries whatever the end
+(a success too: the job runs until it is stopped)."""
+
+
 def decide_job_retry(
     exit_code: int, exit_row: ExitSpecRow, job_retry_count: int, state: RetryState, *, stop_requested: bool = False
 ) -> RetryDecision:
     """What to do after an attempt completed with ``exit_code`` (classified ``exit_row``).
 
-    A stop request ends the job STOPPED with −210 whatever the attempt's code; success
-    ends it SUCCEEDED; transient failures are retried and not counted; permanent ones
-    end it FAILED; unknown ones are retried while ``state.counted < job_retry_count``,
-    counted, and end it FAILED after that.
+    FrameworkController's RetryPolicySpec, as OpenPAI configures it for a job: the fancy
+    policy unless ``jobRetryCount`` is -2 (:data:`RETRY_ALWAYS`), then the normal policy.
+    See :func:`decide_retry`.
+    """
+    return decide_retry(
+        exit_code, exit_row, job_retry_count, state, stop_requested=stop_requested,
+        fancy=job_retry_count != RETRY_ALWAYS,
+    )
+
+
+def decide_retry(
+    exit_code: int,
+    exit_row: ExitSpecRow,
+    max_retry_count: int,
+    state: RetryState,
+    *,
+    stop_requested: bool = False,
+    fancy: bool = True,
+) -> RetryDecision:
+    """FrameworkController's RetryPolicySpec for one completion.
+
+    Never retried: a stop (the end is STOPPED with −210, whatever the attempt's code) and an
+    invalid pod spec (−200). With the fancy policy, transient failures are always retried
+    and not counted, permanent ones never. Then the normal policy: retried and counted when
+    ``max_retry_count`` is -2 (whatever the end, a success too), or on a failure when it is
+    -1 or more than the retries counted so far. Otherwise the end is final: SUCCEEDED for a
+    success, FAILED for a failure.
     """
     if stop_requested or exit_code == STOP_REQUESTED:
         return RetryDecision(False, False, state, JobState.STOPPED, STOP_REQUESTED, row(STOP_REQUESTED))
-    if exit_row.type == "succeeded":
-        return RetryDecision(False, False, state, JobState.SUCCEEDED, exit_code, exit_row)
-    if exit_row.type == "transient":
+    succeeded = exit_row.type == "succeeded"
+    final = JobState.SUCCEEDED if succeeded else JobState.FAILED
+    if exit_code == POD_CREATION_PERMANENT_ERROR:
+        return RetryDecision(False, False, state, final, exit_code, exit_row)
+    if fancy and exit_row.type == "transient":
         return RetryDecision(True, False, _retried(state, exit_row, counted=False), None, exit_code, exit_row)
-    if exit_row.type == "unknown" and state.counted < job_retry_count:
+    if fancy and exit_row.type == "permanent":
+        return RetryDecision(False, False, state, final, exit_code, exit_row)
+    if max_retry_count == RETRY_ALWAYS or (
+        not succeeded and (max_retry_count == RETRY_FAILURES_WITHOUT_LIMIT or state.counted < max_retry_count)
+    ):
         return RetryDecision(True, True, _retried(state, exit_row, counted=True), None, exit_code, exit_row)
-    return RetryDecision(False, False, state, JobState.FAILED, exit_code, exit_row)
+    return RetryDecision(False, False, state, final, exit_code, exit_row)
 
 
 def decide_task_retry(
     exit_code: int, exit_row: ExitSpecRow, task_retry_count: int, state: RetryState, *, gang_allocation: bool = True
 ) -> RetryDecision:
-    """Whether a failed task attempt gets another task attempt inside the same attempt.
+    """Whether a completed task attempt gets another task attempt inside the same attempt.
 
-    As OpenPAI configures FrameworkController: with gang allocation (the default) tasks
-    are never retried on their own (the whole attempt is, by :func:`decide_job_retry`);
-    without it, a task follows the job's policy with ``taskRetryCount``. When the
-    decision is not to retry, the task is completed (``final_state`` FAILED or
-    SUCCEEDED) and :func:`evaluate_completion` takes over.
+    As OpenPAI configures FrameworkController: with gang allocation (the default) a task
+    is never retried on its own (the whole attempt is, by :func:`decide_job_retry`);
+    without it, each task has the fancy policy with ``taskRetryCount``. When the decision
+    is not to retry, the task is completed (``final_state`` FAILED or SUCCEEDED) and
+    :func:`evaluate_completion` takes over. The caller does not ask while the attempt is
+    ending (FrameworkController never retries a task then).
     """
-    if exit_row.type == "succeeded":
-        return RetryDecision(False, False, state, JobState.SUCCEEDED, exit_code, exit_row)
     if gang_allocation:
-        return RetryDecision(False, False, state, JobState.FAILED, exit_code, exit_row)
-    return decide_job_retry(exit_code, exit_row, task_retry_count, state)
+        final = JobState.SUCCEEDED if exit_row.type == "succeeded" else JobState.FAILED
+        return RetryDecision(False, False, state, final, exit_code, exit_row)
+    return decide_retry(exit_code, exit_row, task_retry_count, state)
 
 
 def _retried(state: RetryState, exit_row: ExitSpecRow, *, counted: bool) -> RetryState:

@@ -93,6 +93,39 @@ def test_without_gang_allocation_a_task_follows_the_policy_with_task_retry_count
     assert decide_task_retry(0, classify(0), 1, RetryState(), gang_allocation=False).final_state == JobState.SUCCEEDED
 
 
+# -- FrameworkController's negative retry counts (OpenPAI passes jobRetryCount through) ---
+
+
+def test_job_retry_count_minus_one_retries_every_unknown_failure_without_limit():
+    state = RetryState()
+    for _ in range(50):
+        decision = decide(1, job_retry_count=-1, state=state)
+        assert decision.retry and decision.counted
+        state = decision.state
+    assert state.counted == 50
+    # The fancy policy still applies: permanent failures end the job, successes too.
+    assert decide(127, job_retry_count=-1, state=state).final_state == JobState.FAILED
+    assert decide(0, job_retry_count=-1, state=state).final_state == JobState.SUCCEEDED
+
+
+def test_job_retry_count_minus_two_retries_whatever_the_end_until_stopped():
+    state = RetryState()
+    for code in (0, 127, 1, 137, 0):
+        decision = decide(code, job_retry_count=-2, state=state)
+        assert decision.retry and decision.counted, code
+        state = decision.state
+    assert state.retries == state.counted == 5
+    assert decide(0, job_retry_count=-2, state=state, stop_requested=True).final_state == JobState.STOPPED
+    # An invalid pod spec can never run: FrameworkController does not retry it.
+    assert decide(-200, job_retry_count=-2, state=state).final_state == JobState.FAILED
+
+
+def test_task_retry_count_minus_two_retries_a_task_even_after_success():
+    decision = decide_task_retry(0, classify(0), -2, RetryState(), gang_allocation=False)
+    assert decision.retry and decision.counted
+    assert decide_task_retry(0, classify(0), -2, RetryState(), gang_allocation=True).final_state == JobState.SUCCEEDED
+
+
 # -- user-visible states ------------------------------------------------------------
 
 
