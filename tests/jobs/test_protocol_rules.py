@@ -68,7 +68,7 @@ RULES = [
     ("task roles required", _set(["taskRoles"], _DELETE), "taskRoles: is required"),
     ("at least one task role", _set(["taskRoles"], {}), "taskRoles: must be a map of at least one task role"),
     ("no other top-level keys", _set(["schedule"], "nightly"), "schedule: is not a field of the job protocol"),
-    ("jobRetryCount", _set(["jobRetryCount"], -1), "jobRetryCount: must be an integer ≥ 0"),
+    ("jobRetryCount", _set(["jobRetryCount"], -3), "jobRetryCount: must be an integer ≥ -2 (-1: retry failures without limit, -2: retry even after success)"),
     ("parameters map", _set(["parameters"], "x"), "parameters: must be a map"),
     ("secrets map", _set(["secrets"], ["x"]), "secrets: must be a map"),
     ("secret name characters", _set(["secrets"], {"api key": "x"}), f"secrets.api key: {SECRET_NAMES}"),
@@ -93,7 +93,8 @@ RULES = [
     ("task role name", _rename_task_role("1worker"),
      "taskRoles.1worker: task role names start with a letter or '_', then letters, digits or '_'"),
     ("instances", _set(TR + ["instances"], 0), "taskRoles.taskrole.instances: must be an integer ≥ 1"),
-    ("taskRetryCount", _set(TR + ["taskRetryCount"], -1), "taskRoles.taskrole.taskRetryCount: must be an integer ≥ 0"),
+    ("taskRetryCount", _set(TR + ["taskRetryCount"], -3),
+     "taskRoles.taskrole.taskRetryCount: must be an integer ≥ -2 (-1: retry failures without limit, -2: retry even after success)"),
     ("dockerImage required", _set(TR + ["dockerImage"], _DELETE), "taskRoles.taskrole.dockerImage: is required"),
     ("dockerImage reference", _set(TR + ["dockerImage"], "nope"),
      "taskRoles.taskrole.dockerImage: no dockerimage prerequisite is named 'nope'"),
@@ -133,14 +134,14 @@ RULES = [
      "deployments[1].name: 'd' is already a deployment's name"),
     ("default deployment", _with_deployments([{"name": "d", "taskRoles": {}}], default="prod"),
      "defaults.deployment: no deployment is named 'prod'"),
-    ("defaults fields", _set(["defaults", "cluster"], "x"), "defaults.cluster: is not a field of the job protocol"),
+    ("default deployment", _set(["defaults", "deployment"], 5), "defaults.deployment: must be a string"),
     ("virtual cluster name", _set(["defaults", "virtualCluster"], 5),
      "defaults.virtualCluster: must be a virtual cluster name"),
     ("gangAllocation", _set(["extras", "gangAllocation"], "yes"), "extras.gangAllocation: must be true or false"),
     ("priority class", _set(["extras", "hivedScheduler", "jobPriorityClass"], "urgent"),
      "extras.hivedScheduler.jobPriorityClass: must be one of prod, test, oppo"),
     ("skuNumber", _set(["extras", "hivedScheduler", "taskRoles", "taskrole", "skuNumber"], 0),
-     "extras.hivedScheduler.taskRoles.taskrole.skuNumber: must be an integer ≥ 1"),
+     "extras.hivedScheduler.taskRoles.taskrole.skuNumber: must be an integer ≥ 1 or null"),
     ("hived task role", _set(["extras", "hivedScheduler", "taskRoles", "ps"], {"skuType": "A100"}),
      "extras.hivedScheduler.taskRoles.ps: no task role is named 'ps'"),
     ("storage mount path", _set(["extras", "storages"], [{"name": "team-a-data", "mountPath": "data"}]),
@@ -191,7 +192,7 @@ def test_all_broken_rules_are_reported_together(world, api):
     response = submit(api(world.a_member), document)
 
     assert response.json()["message"].split("; ") == [
-        "jobRetryCount: must be an integer ≥ 0",
+        "jobRetryCount: must be an integer ≥ -2 (-1: retry failures without limit, -2: retry even after success)",
         "name: must be 1 to 255 letters, digits, '_' or '-'",
     ]
 

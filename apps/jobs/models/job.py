@@ -48,7 +48,8 @@ class Job(models.Model):
     )
     execution_type = models.CharField(max_length=8, choices=ExecutionType.choices, default=ExecutionType.START)
 
-    job_retry_count = models.PositiveIntegerField(default=0)
+    # FrameworkController's maxRetryCount: -1 retries failures without limit, -2 even successes.
+    job_retry_count = models.IntegerField(default=0)
     retries = models.PositiveIntegerField(default=0)
     retries_user = models.PositiveIntegerField(default=0)
     retries_platform = models.PositiveIntegerField(default=0)

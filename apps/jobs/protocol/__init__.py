@@ -30,8 +30,13 @@ PRIORITY_CLASSES = {str(name): priority for name, priority in PRIORITY_OF_CLASS.
 
 _KNOWN_EXTRAS = {"gangAllocation", "submitFrom", "hivedScheduler", "storages",
                  "com.microsoft.pai.runtimeplugin", "jobStatusChangeNotification"}
-_KNOWN_PREREQUISITE_FIELDS = {"name", "type", "uri", "auth", "version", "contributor", "description"}
+_KNOWN_PREREQUISITE_FIELDS = {"name", "type", "uri", "auth", "version", "contributor", "description",
+                              "protocolVersion"}
 _KNOWN_CONTAINER_OPTIONS = {"shmMB"}
+_KNOWN_DEFAULTS = {"virtualCluster", "deployment"}
+_KNOWN_DEPLOYMENT_FIELDS = {"name", "taskRoles", "protocolVersion"}
+_KNOWN_HIVED = {"jobPriorityClass", "taskRoles", "lazyPreemptionEnable"}
+_KNOWN_HIVED_TASK_ROLE = {"skuType", "skuNumber", "skuNum", "pinnedCellId", "affinityGroupName"}
 
 
 @dataclass
@@ -182,19 +187,39 @@ def _warnings(document):
     if "jobStatusChangeNotification" in extras:
         warnings.append("extras.jobStatusChangeNotification: kept; pai sends no job status notifications yet")
     hived = extras.get("hivedScheduler") or {}
-    if "lazyPreemptionEnable" in hived:
-        warnings.append("extras.hivedScheduler.lazyPreemptionEnable: kept; pai's scheduler has no lazy preemption")
+    for key in hived:
+        if key not in _KNOWN_HIVED:
+            warnings.append(f"extras.hivedScheduler.{key}: kept; pai does not act on it")
     for role, settings in (hived.get("taskRoles") or {}).items():
-        if "affinityGroupName" in settings:
+        if settings.get("affinityGroupName") is not None:
             warnings.append(
                 f"extras.hivedScheduler.taskRoles.{role}.affinityGroupName: kept; pai places each job as one "
                 "affinity group"
             )
+        for key in settings:
+            if key not in _KNOWN_HIVED_TASK_ROLE:
+                warnings.append(f"extras.hivedScheduler.taskRoles.{role}.{key}: kept; pai does not act on it")
+    for key in document.get("defaults") or {}:
+        if key not in _KNOWN_DEFAULTS:
+            warnings.append(f"defaults.{key}: kept; pai does not act on it")
+    for i, deployment in enumerate(document.get("deployments") or []):
+        for key in deployment:
+            if key not in _KNOWN_DEPLOYMENT_FIELDS:
+                warnings.append(f"deployments[{i}].{key}: kept; pai does not act on it")
     for i, item in enumerate(document.get("prerequisites") or []):
         for key in item:
             if key not in _KNOWN_PREREQUISITE_FIELDS:
                 warnings.append(f"prerequisites[{i}].{key}: kept; pai does not run prerequisite plugins yet")
+    gang = extras.get("gangAllocation", True)
     for role, spec in document["taskRoles"].items():
+        if spec.get("prerequisites"):
+            warnings.append(f"taskRoles.{role}.prerequisites: kept; pai does not run prerequisite plugins yet")
+        if gang and spec.get("taskRetryCount"):
+            warnings.append(
+                f"taskRoles.{role}.taskRetryCount: kept; with gang allocation (the default) a failed task fails "
+                "its attempt and jobRetryCount applies, as in OpenPAI; set extras.gangAllocation: false to retry "
+                "tasks on their own"
+            )
         for key in spec.get("extraContainerOptions") or {}:
             if key == "infiniband":
                 warnings.append(f"taskRoles.{role}.extraContainerOptions.infiniband: kept; pai does not set up "

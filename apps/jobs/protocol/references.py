@@ -55,9 +55,13 @@ def check_references(document):
         errors.append(at(["defaults", "deployment"], f"no deployment is named '{default_deployment}'"))
 
     hived = (document.get("extras") or {}).get("hivedScheduler") or {}
-    for role in hived.get("taskRoles") or {}:
+    for role, settings in (hived.get("taskRoles") or {}).items():
         if role not in task_roles:
             errors.append(at(["extras", "hivedScheduler", "taskRoles", role], f"no task role is named '{role}'"))
+        number, num = settings.get("skuNumber"), settings.get("skuNum")
+        if number is not None and num is not None and number != num:
+            errors.append(at(["extras", "hivedScheduler", "taskRoles", role, "skuNum"],
+                             f"is {num} but skuNumber is {number}; give one, or the same count"))
 
     storage_names = {}
     for i, storage in enumerate((document.get("extras") or {}).get("storages") or []):

@@ -23,6 +23,13 @@ class TaskRolePlan:
         return self.cells_per_instance * self.instances
 
 
+def sku_number(settings):
+    """Leaf cells per instance a hivedScheduler task role names: `skuNumber`, or OpenPAI's
+    webportal's `skuNum` (the same count); None when neither is given."""
+    value = settings.get("skuNumber")
+    return value if value is not None else settings.get("skuNum")
+
+
 def plan_leaf_cells(document, vc_name, skus, guaranteed, gang, holder=None):
     """{task role: TaskRolePlan} for the job in a VC, or ProtocolError naming the numbers.
 
@@ -64,7 +71,7 @@ def plan_leaf_cells(document, vc_name, skus, guaranteed, gang, holder=None):
                 continue
             sku = min(kind, key=lambda s: (-held[s.name], s.name))
         try:
-            per_instance = settings.get("skuNumber") or leaf_cells_for(sku, gpu, cpu, memory)
+            per_instance = sku_number(settings) or leaf_cells_for(sku, gpu, cpu, memory)
         except ValueError as exc:
             errors.append(at(["taskRoles", role, "resourcePerInstance"], str(exc)))
             continue

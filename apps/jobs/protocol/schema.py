@@ -26,6 +26,14 @@ _STRING_LIST = {
     "x-message": "must be a list of strings",
 }
 _NULLABLE_COUNT = {"type": ["integer", "null"], "minimum": -1, "x-message": "must be an integer ≥ -1 or null"}
+_PROTOCOL_VERSION = {"enum": [2, "2"], "x-message": "must be 2"}
+# FrameworkController's RetryPolicySpec.maxRetryCount, as OpenPAI hands jobRetryCount and
+# taskRetryCount to it: -1 retries every failure without limit, -2 retries even a success.
+_RETRY_COUNT = {
+    "type": "integer",
+    "minimum": -2,
+    "x-message": "must be an integer ≥ -2 (-1: retry failures without limit, -2: retry even after success)",
+}
 
 _AUTH = {
     "type": "object",
@@ -43,9 +51,12 @@ _PREREQUISITE = {
             "enum": ["dockerimage", "script", "output", "data"],
             "x-message": "must be one of dockerimage, script, output, data",
         },
-        "version": _string(),
+        "protocolVersion": _PROTOCOL_VERSION,
+        "version": {"type": ["string", "number"], "x-message": "must be a string or a number"},
         "contributor": _string(),
         "description": _string(),
+        "plugin": _string("must be a plugin name"),
+        "require": {"type": "array", "items": _string(), "x-message": "must be a list of strings"},
         "uri": {
             "type": ["string", "array"],
             "items": _string(),
@@ -71,6 +82,7 @@ _TASK_ROLE = {
     "type": "object",
     "required": ["dockerImage", "resourcePerInstance", "commands"],
     "properties": {
+        "protocolVersion": _PROTOCOL_VERSION,
         "instances": _integer(1),
         "completion": {
             "type": "object",
@@ -78,7 +90,12 @@ _TASK_ROLE = {
             "additionalProperties": False,
             "x-message": "must be a map with minFailedInstances and minSucceededInstances",
         },
-        "taskRetryCount": _integer(0),
+        "taskRetryCount": _RETRY_COUNT,
+        "prerequisites": {
+            "type": "array",
+            "items": _string("must be a prerequisite name"),
+            "x-message": "must be a list of prerequisite names",
+        },
         "dockerImage": {"type": "string", "minLength": 1, "x-message": "must name a dockerimage prerequisite"},
         "data": _string("must name a data prerequisite"),
         "output": _string("must name an output prerequisite"),
@@ -118,16 +135,23 @@ _TASK_ROLE = {
     "x-message": "must be a map",
 }
 
+def _nullable_string(message="must be a string or null"):
+    return {"type": ["string", "null"], "x-message": message}
+
+
+# OpenPAI's webportal writes `skuNum` and `skuType: null` into every task role on HiveD
+# clusters; unknown keys are kept (and reported as warnings), as OpenPAI kept them.
 _HIVED_TASK_ROLE = {
     "type": "object",
     "properties": {
-        "skuType": _string("must be a SKU name"),
-        "skuNumber": _integer(1),
-        "pinnedCellId": _string(),
-        "affinityGroupName": _string(),
+        "skuType": _nullable_string("must be a SKU name or null"),
+        "skuNumber": {"type": ["integer", "null"], "minimum": 1, "x-message": "must be an integer ≥ 1 or null"},
+        "skuNum": {"type": ["integer", "null"], "minimum": 1, "x-message": "must be an integer ≥ 1 or null"},
+        "pinnedCellId": _nullable_string(),
+        "affinityGroupName": _nullable_string(),
     },
-    "additionalProperties": False,
-    "x-message": "must be a map with skuType, skuNumber, pinnedCellId, affinityGroupName",
+    "additionalProperties": True,
+    "x-message": "must be a map with skuType, skuNum (or skuNumber), pinnedCellId, affinityGroupName",
 }
 
 _EXTRAS = {
@@ -146,7 +170,7 @@ _EXTRAS = {
                 },
                 "lazyPreemptionEnable": {"type": "boolean", "x-message": "must be true or false"},
             },
-            "additionalProperties": False,
+            "additionalProperties": True,
             "x-message": "must be a map with jobPriorityClass, taskRoles, lazyPreemptionEnable",
         },
         "storages": {
@@ -192,7 +216,7 @@ JOB_SCHEMA = {
     "type": "object",
     "required": ["protocolVersion", "name", "type", "taskRoles"],
     "properties": {
-        "protocolVersion": {"enum": [2, "2"], "x-message": "must be 2"},
+        "protocolVersion": _PROTOCOL_VERSION,
         "name": {
             "type": "string",
             "pattern": NAME_PATTERN,
@@ -201,7 +225,7 @@ JOB_SCHEMA = {
             "x-message": "must be 1 to 255 letters, digits, '_' or '-'",
         },
         "type": {"const": "job", "x-message": "must be 'job'"},
-        "version": {"type": ["string", "number"], "x-message": "must be a string"},
+        "version": {"type": ["string", "number"], "x-message": "must be a string or a number"},
         "contributor": _string(),
         "description": _string(),
         "parameters": {"type": "object", "x-message": "must be a map"},
@@ -214,7 +238,7 @@ JOB_SCHEMA = {
             },
             "x-message": "must be a map",
         },
-        "jobRetryCount": _integer(0),
+        "jobRetryCount": _RETRY_COUNT,
         "prerequisites": {"type": "array", "items": _PREREQUISITE, "x-message": "must be a list"},
         "taskRoles": {
             "type": "object",
@@ -232,6 +256,7 @@ JOB_SCHEMA = {
                 "type": "object",
                 "required": ["name", "taskRoles"],
                 "properties": {
+                    "protocolVersion": _PROTOCOL_VERSION,
                     "name": {"type": "string", "minLength": 1, "x-message": "must be a non-empty string"},
                     "taskRoles": {
                         "type": "object",
@@ -244,7 +269,7 @@ JOB_SCHEMA = {
                         "x-message": "must be a map of task role name to commands",
                     },
                 },
-                "additionalProperties": False,
+                "additionalProperties": True,
                 "x-message": "must be a map with name and taskRoles",
             },
             "x-message": "must be a list",
@@ -252,7 +277,7 @@ JOB_SCHEMA = {
         "defaults": {
             "type": "object",
             "properties": {"virtualCluster": _string("must be a virtual cluster name"), "deployment": _string()},
-            "additionalProperties": False,
+            "additionalProperties": True,
             "x-message": "must be a map with virtualCluster and deployment",
         },
         "extras": _EXTRAS,
