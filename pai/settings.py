@@ -235,7 +235,20 @@ PAI_KUBE_ASSIGN_DEVICES = env_bool("PAI_KUBE_ASSIGN_DEVICES")  # pai's device in
 PAI_THROTTLE_API = env("PAI_THROTTLE_API", "600/min")
 PAI_THROTTLE_JOB_SUBMIT = env("PAI_THROTTLE_JOB_SUBMIT", "60/hour")
 PAI_THROTTLE_JOB_LIST = env("PAI_THROTTLE_JOB_LIST", "60/min")
+# The longest job document a submission may carry (413 beyond). OpenPAI's REST server took
+# 100 kB (its body parser's default); pai allows a little more.
+PAI_JOB_PROTOCOL_MAX_BYTES = int(env("PAI_JOB_PROTOCOL_MAX_BYTES", str(256 * 1024)))
+# Tasks per job (FrameworkController's largest framework) and host ports per task.
+PAI_JOB_MAX_TASKS = int(env("PAI_JOB_MAX_TASKS", "10000"))
+PAI_JOB_MAX_PORTS_PER_TASK = int(env("PAI_JOB_MAX_PORTS_PER_TASK", "100"))
 REST_FRAMEWORK = {
+    # JSON and form bodies are read only up to DATA_UPLOAD_MAX_MEMORY_SIZE (413 beyond), JSON
+    # nested at most 64 deep.
+    "DEFAULT_PARSER_CLASSES": [
+        "pai.api.parsers.JSONParser",
+        "pai.api.parsers.FormParser",
+        "rest_framework.parsers.MultiPartParser",
+    ],
     # Bearer first: an unauthenticated request then gets 401 with WWW-Authenticate, as in OpenPAI.
     "DEFAULT_AUTHENTICATION_CLASSES": [
         "pai.api.authentication.BearerTokenAuthentication",

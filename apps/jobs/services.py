@@ -8,12 +8,14 @@ from apps.audit.services import record
 from apps.storage.models import StorageConfig, StorageGrant
 from apps.virtualclusters.capacity import submit_limits
 from apps.virtualclusters.models import VirtualCluster
+from pai.api.errors import PayloadTooLargeError
 
 from .choices import COMPLETED_STATES, STOP_REQUESTED_EXIT_CODE, ExecutionType, JobState, JobSubState
 from .errors import ConflictJobError, ForbiddenUserError, InvalidParametersError, InvalidProtocolError
 from .errors import NoVirtualClusterError
 from .models import Job, JobSecret, JobTag, TaskAttempt
 from .protocol import ProtocolError, parse_job, plan_leaf_cells
+from .protocol.errors import ProtocolTooLargeError
 from .protocol.structure import storable_text
 
 MAX_TAG_LENGTH = 255
@@ -76,6 +78,8 @@ def submit_job(user, body):
     """
     try:
         parsed = parse_job(body)
+    except ProtocolTooLargeError as exc:
+        raise PayloadTooLargeError(exc.errors[0]) from None
     except ProtocolError as exc:
         raise InvalidProtocolError(exc.errors) from None
     vc = _virtual_cluster_for(user, parsed.virtual_cluster)

@@ -4,11 +4,10 @@ Views raise `ApiError` subclasses (or DRF's own exceptions); the handler renders
 OpenPAI's shape, so clients written for OpenPAI read pai's errors unchanged.
 """
 
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, RequestDataTooBig, SuspiciousOperation
 from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.response import Response
-from rest_framework.views import exception_handler as drf_exception_handler
 
 
 class ApiError(exceptions.APIException):
@@ -37,6 +36,11 @@ class ForbiddenError(ApiError):
 class ConflictError(ApiError):
     status_code = status.HTTP_409_CONFLICT
     code = "ConflictError"
+
+
+class PayloadTooLargeError(ApiError):
+    status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
+    code = "PayloadTooLargeError"
 
 
 # OpenPAI's named errors (its swagger's `Response.code` enum), with OpenPAI's statuses.
@@ -109,10 +113,18 @@ def flatten_errors(detail, prefix=""):
 
 
 def exception_handler(exc, context):
-    if isinstance(exc, Http404):
+    if isinstance(exc, RequestDataTooBig):
+        # Django's own body limit (DATA_UPLOAD_MAX_MEMORY_SIZE), met by a parser outside pai's.
+        exc = PayloadTooLargeError(str(exc))
+    elif isinstance(exc, SuspiciousOperation):
+        exc = exceptions.ParseError(str(exc))
+    elif isinstance(exc, Http404):
         exc = exceptions.NotFound(str(exc) or "Not found.")
     elif isinstance(exc, PermissionDenied):
         exc = exceptions.PermissionDenied(str(exc) or "Permission denied.")
+    # Imported here: rest_framework.views loads the default parsers, which use this module.
+    from rest_framework.views import exception_handler as drf_exception_handler
+
     response = drf_exception_handler(exc, context)
     if response is None:
         return None

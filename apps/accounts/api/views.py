@@ -17,7 +17,7 @@ from django.db.models import ProtectedError
 from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.exceptions import Throttled
-from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
+from rest_framework.parsers import MultiPartParser
 from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.response import Response
 
@@ -36,6 +36,7 @@ from pai.api.errors import (
     NotFoundError,
     RemoveAdminError,
 )
+from pai.api.parsers import FormParser, JSONParser
 from pai.api.permissions import BasicModeOnly, NotApplicationToken
 from pai.api.views import PAGE_PARAMETERS, ApiView, ErrorSerializer, MessageSerializer, message, openpai_page
 

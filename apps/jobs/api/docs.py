@@ -12,7 +12,13 @@ gang allocation from `extras.gangAllocation` (default true). Validation errors n
 field path and the rule. Fields pai keeps but does not act on yet come back as
 `warnings`. Secrets are substituted only in image `auth`, reach each task as one file
 per key in the directory `$PAI_SECRETS_DIR` names, and are shown as `******` everywhere.
-The job is queued as `WAITING` / `AttemptCreationPending`."""
+The job is queued as `WAITING` / `AttemptCreationPending`.
+
+Bounds: the document is at most `PAI_JOB_PROTOCOL_MAX_BYTES` (256 KiB; 413 beyond), nested
+at most 64 levels, with at most 100 YAML aliases and at most 1 MiB once they are
+expanded (a recursive alias is refused); a job has at most `PAI_JOB_MAX_TASKS` tasks
+(10,000) and each task at most `PAI_JOB_MAX_PORTS_PER_TASK` host ports (100, OpenPAI's
+`ssh` and `http` included), the job no more than one host's port range (20,000)."""
 
 LIST = """Jobs you may see, newest first: your own, and the other jobs in your teams' virtual
 clusters (as summaries). Filters take comma-separated lists. Without `withTotalCount=true`

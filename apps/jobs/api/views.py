@@ -9,7 +9,6 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
 from rest_framework.exceptions import ValidationError
-from rest_framework.parsers import JSONParser
 from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
@@ -23,7 +22,7 @@ from ..errors import ForbiddenUserError, InvalidParametersError, NoJobConfigErro
 from ..protocol.structure import storable_text
 from ..querysets import is_manageable, is_readable
 from . import docs
-from .parsers import PlainTextParser, XYAMLTextParser, YAMLTextParser
+from .parsers import JSONParser, PlainTextParser, XYAMLTextParser, YAMLTextParser
 from .renderers import YAMLRenderer
 from .serializers import (
     ExecutionTypeSerializer, JobAttemptSerializer, JobDetailSerializer, JobEventsSerializer, JobSummarySerializer,
@@ -197,6 +196,8 @@ class JobListView(APIView):
             403: OpenApiResponse(ErrorSerializer, description="ForbiddenUserError: the VC is not granted to you."),
             404: OpenApiResponse(ErrorSerializer, description="NoVirtualClusterError"),
             409: OpenApiResponse(ErrorSerializer, description="ConflictJobError: you already have a job of that name."),
+            413: OpenApiResponse(ErrorSerializer, description="PayloadTooLargeError: the job document is longer "
+                                 "than `PAI_JOB_PROTOCOL_MAX_BYTES` (256 KiB by default)."),
             429: OpenApiResponse(ErrorSerializer, description="Too many submissions; see Retry-After."),
         },
         examples=docs.SUBMIT_EXAMPLES,

@@ -15,6 +15,7 @@ from scheduler.backends import MAX_SECRETS_BYTES
 
 from ..choices import DEFAULT_PRIORITY_CLASS, PRIORITY_OF_CLASS
 from .errors import ProtocolError
+from .limits import check_limits
 from .references import check_references, prerequisites_by_type
 from .resources import Sku, TaskRolePlan, leaf_cells_for, plan_leaf_cells
 from .structure import YAML_DUMPER, check_structure, load
@@ -63,6 +64,7 @@ def parse_job(body):
     document = load(body)
     check_structure(document)
     check_references(document)
+    check_limits(document)
     document = _with_defaults(document)
     warnings = _warnings(document)
     secrets = dict(document.get("secrets") or {})

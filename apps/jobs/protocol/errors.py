@@ -6,6 +6,14 @@ class ProtocolError(Exception):
         super().__init__("; ".join(self.errors))
 
 
+class ProtocolTooLargeError(ProtocolError):
+    """A job document longer than the limit, refused before it is parsed."""
+
+    def __init__(self, limit, size):
+        self.limit, self.size = limit, size
+        super().__init__([f"body: the job document is {size} bytes; the limit is {limit} bytes"])
+
+
 def join_path(parts):
     """`taskRoles.worker.commands[0]` from ("taskRoles", "worker", "commands", 0)."""
     text = ""

@@ -4,21 +4,31 @@ import json
 import math
 
 import yaml
+from django.conf import settings
 from jsonschema import Draft202012Validator
 
-from .errors import ProtocolError, at
+from pai.documents import DocumentError, check_depth, load_yaml
+
+from .errors import ProtocolError, ProtocolTooLargeError, at
 from .schema import JOB_SCHEMA
 
 _VALIDATOR = Draft202012Validator(JOB_SCHEMA)
-# libyaml's loader when PyYAML was built with it: job files are parsed on every submit.
-YAML_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 YAML_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
 # Integers beyond what the database stores would fail on insert, not here.
 _MAX_INT = 2**31 - 1
 
 
 def load(body):
-    """The job document from a YAML/JSON text or an already-decoded JSON object."""
+    """The job document from a YAML/JSON text or an already-decoded JSON object.
+
+    A text longer than `PAI_JOB_PROTOCOL_MAX_BYTES` is refused unread; YAML aliases,
+    nesting and the expanded size are bounded before the document is built
+    (`pai.documents`).
+    """
+    if isinstance(body, (bytes, str)):
+        size = len(body.encode("utf-8", "surrogatepass") if isinstance(body, str) else body)
+        if size > settings.PAI_JOB_PROTOCOL_MAX_BYTES:
+            raise ProtocolTooLargeError(settings.PAI_JOB_PROTOCOL_MAX_BYTES, size)
     if isinstance(body, bytes):
         try:
             body = body.decode("utf-8")
@@ -26,7 +36,9 @@ def load(body):
             raise ProtocolError([f"body: is not UTF-8 text ({exc.reason} at byte {exc.start})"]) from None
     if isinstance(body, str):
         try:
-            document = yaml.load(body, Loader=YAML_LOADER)
+            document = load_yaml(body)
+        except DocumentError as exc:
+            raise ProtocolError([f"body: {exc}"]) from None
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -34,6 +46,10 @@ def load(body):
             raise ProtocolError([f"body: is not valid YAML{where}: {problem}"]) from None
     else:
         document = body
+        try:
+            check_depth(document)
+        except DocumentError as exc:
+            raise ProtocolError([f"body: {exc}"]) from None
     if not isinstance(document, dict):
         raise ProtocolError(["body: must be a map (the job document)"])
     # YAML may yield dates and non-string keys; the stored document is plain JSON.
@@ -41,8 +57,6 @@ def load(body):
         document = json.loads(json.dumps(document, default=str, allow_nan=False))
     except ValueError:
         raise ProtocolError(["body: numbers must be finite (no .nan or .inf)"]) from None
-    except RecursionError:
-        raise ProtocolError(["body: is nested too deeply"]) from None
     errors = list(_unstorable(document, []))
     if errors:
         raise ProtocolError(errors)
