@@ -57,6 +57,19 @@ class IncidentQuerySet(models.QuerySet):
             return self.none()
         return self.filter(pk__in=self.filter(assignees=user).values("pk"))
 
+    def on_status_page_of(self, user):
+        """Open incidents a member sees on the status page: those on the clusters of the VCs
+        they may use, and those about no particular cluster. Responders see every one."""
+        from apps.virtualclusters.models import VirtualCluster
+
+        incidents = self.open()
+        if is_responder(user):
+            return incidents
+        if not user.is_authenticated:
+            return self.none()
+        clusters = VirtualCluster.objects.usable_by(user).values("cluster_id")
+        return incidents.filter(models.Q(cluster__in=clusters) | models.Q(cluster__isnull=True))
+
     def open(self):
         from .choices import OPEN_STATUSES
 

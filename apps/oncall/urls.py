@@ -5,6 +5,7 @@ from . import views
 app_name = "oncall"
 urlpatterns = [
     path("", views.incident_list, name="incident-list"),
+    path("status/", views.status_page, name="status"),
     path("incidents/new/", views.incident_new, name="incident-new"),
     path("incidents/<int:pk>/", views.incident_detail, name="incident-detail"),
     path("incidents/<int:pk>/<str:action>/", views.incident_action, name="incident-action"),

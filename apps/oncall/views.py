@@ -41,6 +41,15 @@ def incident_list(request):
 
 
 @login_required
+def status_page(request):
+    """Read-only: what is broken right now on the clusters the user works on."""
+    incidents = (
+        Incident.objects.on_status_page_of(request.user).select_related("cluster").order_by("severity", "-triggered_at")
+    )
+    return render(request, "oncall/status.html", {"incidents": incidents[:200]})
+
+
+@login_required
 def incident_new(request):
     form = IncidentReportForm(request.POST or None)
     if request.method == "POST" and form.is_valid():

@@ -261,3 +261,22 @@ def test_member_arranges_cover_on_the_rotation_page(client, on_shift):
     assert "bob covers for alice." in response.content.decode()
     assert services.current_dris() == [on_shift.bob]
     assert "On call now:</strong>\n    bob" in response.content.decode()
+
+
+def test_status_page_shows_members_the_open_incidents_of_the_clusters_they_use(client, oncall):
+    from tests import factories as f
+
+    other = f.ClusterFactory(name="elsewhere")
+    here = services.open_incident(title="Local cluster down", severity=0, source=IncidentSource.DRI, cluster=oncall.cluster)
+    services.open_incident(title="Elsewhere down", severity=1, source=IncidentSource.DRI, cluster=other)
+    services.open_incident(title="Sign-in broken everywhere", severity=1, source=IncidentSource.DRI)
+    gone = services.open_incident(title="Old trouble", severity=2, source=IncidentSource.DRI, cluster=oncall.cluster)
+    services.mitigate(gone, oncall.root)
+    services.resolve(gone, oncall.root)
+    client.force_login(oncall.a_member)
+    page = client.get("/oncall/status/").content.decode()
+    assert "Local cluster down" in page and "Sign-in broken everywhere" in page
+    assert "Elsewhere down" not in page and "Old trouble" not in page
+    # Read-only: a member sees no action and cannot open the incident itself.
+    assert "<form" not in page.split('id="status"')[1].split("</table>")[0]
+    assert client.get(f"/oncall/incidents/{here.pk}/").status_code == 404

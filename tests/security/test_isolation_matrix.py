@@ -311,6 +311,10 @@ HTML = {
         (302, 200, 200, 200, 200, 200),
     ('POST', 'oncall/rotations'):
         (302, 200, 200, 200, 200, 200),
+    ('GET', 'oncall/status'):
+        (302, 200, 200, 200, 200, 200),
+    ('POST', 'oncall/status'):
+        (302, 200, 200, 200, 200, 200),
     ('GET', 'oncall/rotations/{pk}/overrides'):
         (302, 405, 405, 405, 405, 405),
     ('POST', 'oncall/rotations/{pk}/overrides'):
