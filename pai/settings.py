@@ -222,7 +222,12 @@ PAI_BACKEND = env("PAI_BACKEND", "local")
 if PAI_BACKEND not in {"local", "kubernetes"}:
     raise ImproperlyConfigured("PAI_BACKEND must be 'local' or 'kubernetes'")
 PAI_USER_MANUAL_URL = env("PAI_USER_MANUAL_URL", "https://openpai.readthedocs.io/en/latest/manual/cluster-user/")
-PAI_PUBLIC_URL = env("PAI_PUBLIC_URL", "http://127.0.0.1:8000")
+# The address users reach pai at, written in e-mails. Required in production; in
+# development e-mails sent while answering a request use the request's address
+# (`pai.links.public_url`).
+PAI_PUBLIC_URL = env("PAI_PUBLIC_URL", "").rstrip("/")
+if PRODUCTION and not PAI_PUBLIC_URL:
+    raise ImproperlyConfigured("PAI_PUBLIC_URL must be set when PAI_ENV=production (the address users reach pai at)")
 # How long the scheduler lease lasts without renewal: a dead leader is replaced after it.
 PAI_SCHEDULER_LEASE_SECONDS = float(env("PAI_SCHEDULER_LEASE_SECONDS", "15"))
 PAI_ALERTMANAGER_TOKEN = env("PAI_ALERTMANAGER_TOKEN", "")  # bearer secret of the Alertmanager webhook; empty disables it

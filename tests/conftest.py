@@ -17,6 +17,14 @@ def _test_settings(settings):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
+@pytest.fixture
+def tasks_inline(monkeypatch):
+    """django-q2 runs the tasks queued with `async_task` at once, in this process (its sync mode)."""
+    from django_q.conf import Conf
+
+    monkeypatch.setattr(Conf, "SYNC", True)
+
+
 def is_postgres():
     return settings.DATABASES["default"]["ENGINE"].endswith("postgresql")
 

@@ -26,6 +26,7 @@ def test_production_settings_pass_the_deployment_checks(tmp_path):
         "PAI_ENV": "production",
         "SECRET_KEY": "x" * 30 + "-a-long-random-production-key-0123456789",
         "ALLOWED_HOSTS": "pai.example.com",
+        "PAI_PUBLIC_URL": "https://pai.example.com",
         "PAI_SECRETS_KEY": "uJ0o0Gd3Qm8m1Qb3yq7cT8PzG1d3nE6vV2wX9yZ0aB4=",
         "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
     }

@@ -20,8 +20,8 @@ def scrub(changes):
     return changes
 
 
-def record(actor, action, obj=None, *, tenant=None, changes=None, object_type=None, object_id=None, object_repr=None):
-    """Append one audit row. `obj` may be a model instance; its tenant is used when it has one."""
+def entry(actor, action, obj=None, *, tenant=None, changes=None, object_type=None, object_id=None, object_repr=None):
+    """An unsaved audit row (for `bulk_create` by actions that change many objects at once)."""
     tenant_id = tenant.pk if tenant is not None else None
     if obj is not None:
         object_type = object_type or obj._meta.label_lower
@@ -33,7 +33,7 @@ def record(actor, action, obj=None, *, tenant=None, changes=None, object_type=No
             if tenant_id is None:
                 tenant_id = getattr(getattr(obj, "tenant", None), "pk", None)
     authenticated = actor is not None and getattr(actor, "is_authenticated", False)
-    return AuditEntry.objects.create(
+    return AuditEntry(
         actor=actor if authenticated else None,
         actor_name=actor.get_username() if authenticated else "system",
         action=action,
@@ -43,6 +43,13 @@ def record(actor, action, obj=None, *, tenant=None, changes=None, object_type=No
         tenant_id=tenant_id,
         changes=scrub(changes or {}),
     )
+
+
+def record(actor, action, obj=None, **kwargs):
+    """Append one audit row. `obj` may be a model instance; its tenant is used when it has one."""
+    row = entry(actor, action, obj, **kwargs)
+    row.save()
+    return row
 
 
 def model_diff(before, after):

@@ -23,6 +23,7 @@ from apps.accounts.roles import ADMIN_GROUP
 from apps.audit.services import record
 from apps.clusters.models import Cluster
 from apps.tenants.models import Membership
+from pai.links import absolute
 
 from .choices import (
     AlertStatus,
@@ -201,7 +202,7 @@ def _notify(key, kind, users, subject, body, **links):
 
 
 def incident_url(incident):
-    return f"{settings.PAI_PUBLIC_URL.rstrip('/')}/oncall/incidents/{incident.pk}/"
+    return absolute(f"/oncall/incidents/{incident.pk}/")
 
 
 def send_handoffs(now=None):

@@ -10,3 +10,10 @@ class IdleGpuAction(models.TextChoices):
     NONE = "none", "Do nothing"
     NOTIFY = "notify", "E-mail the job owner"
     STOP = "stop", "Notify, then stop the job"
+
+
+class OnboardingEmailStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    SENT = "sent", "Sent"
+    FAILED = "failed", "Failed (retried)"
+    ABANDONED = "abandoned", "Not sent (gave up; resend it)"

@@ -2,7 +2,8 @@ from django.conf import settings
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
-from .choices import IdleGpuAction, MembershipRole
+from .choices import IdleGpuAction, MembershipRole, OnboardingEmailStatus
+from .mailtemplate import validate_text
 from .querysets import TenantOwnedQuerySet, TenantQuerySet
 
 
@@ -30,7 +31,8 @@ class Tenant(models.Model):
     onboarding_email_subject = models.CharField(max_length=200, blank=True)
     onboarding_email_template = models.TextField(
         blank=True,
-        help_text="Django template text for the onboarding e-mail; empty uses pai's default text.",
+        validators=[validate_text],
+        help_text="The onboarding e-mail's text with {{ placeholders }}; empty uses pai's default text.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -68,3 +70,29 @@ class Membership(models.Model):
 
     def __str__(self):
         return f"{self.user} in {self.tenant} ({self.get_role_display()})"
+
+
+class OnboardingEmail(models.Model):
+    """The welcome e-mail of one membership: sent by a task after the onboarding commits.
+
+    The row is what makes sending idempotent and retried: a task sends only a row still
+    queued or failed (locked while it sends), marks it sent, and a periodic task re-queues
+    rows whose task was lost or failed (`apps.tenants.tasks`).
+    """
+
+    Status = OnboardingEmailStatus
+
+    membership = models.OneToOneField(Membership, on_delete=models.CASCADE, related_name="onboarding_email")
+    status = models.CharField(max_length=16, choices=OnboardingEmailStatus.choices, default=OnboardingEmailStatus.QUEUED)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    queued_at = models.DateTimeField()
+    sent_at = models.DateTimeField(null=True, blank=True)
+    last_error = models.CharField(max_length=500, blank=True)
+    # pai's address when the e-mail was asked for: in development, the onboarding request's.
+    base_url = models.CharField(max_length=500)
+
+    class Meta:
+        indexes = [models.Index(fields=["status", "queued_at"])]
+
+    def __str__(self):
+        return f"onboarding e-mail of {self.membership.user}: {self.get_status_display()}"

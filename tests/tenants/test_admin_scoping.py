@@ -246,7 +246,9 @@ def test_onboard_one_user_through_the_admin(world, client, django_capture_on_com
     assert Membership.objects.filter(user__username="eve", tenant=world.tenant_a).exists()
     assert mail.outbox[0].to == ["eve@example.com"]
     # A duplicate comes back with the error on the username field.
-    response = client.post(url, {"username": "eve", "email": "eve2@example.com", "role": "member"})
+    response = client.post(
+        url, {"username": "eve", "email": "eve2@example.com", "role": "member", "groups": [world.group_a.pk]}
+    )
     assert response.status_code == 200
     assert "already exists" in str(response.context["form"].errors["username"])
 

@@ -35,25 +35,29 @@ def test_default_email_covers_submitting_retention_idle_jobs_and_contacts(world,
     with django_capture_on_commit_callbacks(execute=True):
         onboard(world)
     body = mail.outbox[0].body
-    assert "Submit them through the web pages" in body
-    assert "user manual" in body and "openpai.readthedocs.io" in body
+    assert "OpenPAI client" in body and "/api/docs/" in body
+    assert "The user manual: https://openpai.readthedocs.io/" in body
     assert "deleted after 14 days" in body
-    assert "sleeping for days" in body and "may be stopped by an administrator" in body
-    assert "a_admin <a_admin@example.com>" in body
-    assert "team-a-admins@example.com" in body
-    assert "DRI" in body and "/oncall/" in body
-    assert "team_a" in body  # the VC the new member may submit to
+    assert "below 5% utilisation for 24 hours is idle: its owner gets an e-mail." in body
+    assert "a_admin <a_admin@example.com>; the team's address: team-a-admins@example.com" in body
+    assert body.count("team-a-admins@example.com") == 1
+    assert "DRI" in body and "/oncall/rotations/" in body
+    assert "You can submit to: team_a." in body
+    assert "Your jobs can mount: team-a-data at " in body
     assert "/accounts/reset/" in body  # basic mode: a link to choose a password
 
 
-def test_custom_email_template_is_used(world, django_capture_on_commit_callbacks):
+def test_custom_email_text_uses_placeholders(world, django_capture_on_commit_callbacks):
     world.tenant_a.onboarding_email_subject = "Hi from A"
-    world.tenant_a.onboarding_email_template = "Dear {{ user.username }}, keep jobs {{ tenant.job_retention_days }} days."
+    world.tenant_a.onboarding_email_template = (
+        "Dear {{ username }}, keep jobs {{ retention_days }} days.{% if dris %} DRI: {{ dris }}{% else %} No DRI.{% endif %}"
+    )
+    world.tenant_a.full_clean()
     world.tenant_a.save()
     with django_capture_on_commit_callbacks(execute=True):
         onboard(world)
     assert mail.outbox[0].subject == "Hi from A"
-    assert mail.outbox[0].body == "Dear newbie, keep jobs 30 days."
+    assert mail.outbox[0].body == "Dear newbie, keep jobs 30 days. No DRI."
 
 
 def test_onboarding_is_audited(world):
