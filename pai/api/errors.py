@@ -12,7 +12,7 @@ from rest_framework.response import Response
 
 class ApiError(exceptions.APIException):
     status_code = status.HTTP_400_BAD_REQUEST
-    code = "BadRequestError"
+    code = "InvalidParametersError"  # OpenPAI's name for any bad input
 
     def __init__(self, message, *, code=None, status_code=None):
         super().__init__(detail=message)
@@ -90,8 +90,8 @@ _CODES = {
     exceptions.NotAcceptable: "NotAcceptableError",
     exceptions.UnsupportedMediaType: "UnsupportedMediaTypeError",
     exceptions.Throttled: "TooManyRequestsError",
-    exceptions.ParseError: "BadRequestError",
-    exceptions.ValidationError: "BadRequestError",
+    exceptions.ParseError: "InvalidParametersError",
+    exceptions.ValidationError: "InvalidParametersError",
 }
 
 

@@ -71,7 +71,7 @@ def test_bad_credentials_answer_alike(world, username, password):
     ({"username": "a_member", "password": "x", "expiration": 0}, "expiration"),
 ])
 def test_login_validation_names_the_field(world, data, field):
-    message = assert_error(APIClient().post(LOGIN, data, format="json"), 400, "BadRequestError")
+    message = assert_error(APIClient().post(LOGIN, data, format="json"), 400, "InvalidParametersError")
     assert message.startswith(f"{field}:")
 
 

@@ -111,11 +111,11 @@ def test_group_grants_cannot_span_teams(world, clients):
 @pytest.mark.parametrize("data,status,code", [
     ({"groupname": "team_a"}, 409, "ConflictGroupError"),
     ({"groupname": "default"}, 409, "ConflictGroupError"),
-    ({"groupname": "bad name"}, 400, "BadRequestError"),
-    ({"groupname": "x", "extension": {"acls": {"admin": True}}}, 400, "BadRequestError"),
-    ({"groupname": "x", "extension": {"other": 1}}, 400, "BadRequestError"),
+    ({"groupname": "bad name"}, 400, "InvalidParametersError"),
+    ({"groupname": "x", "extension": {"acls": {"admin": True}}}, 400, "InvalidParametersError"),
+    ({"groupname": "x", "extension": {"other": 1}}, 400, "InvalidParametersError"),
     ({"groupname": "x", "externalName": "aad-x", "extension": {"acls": {"virtualClusters": "team_a"}}}, 400,
-     "BadRequestError"),
+     "InvalidParametersError"),
 ])
 def test_create_group_errors(world, clients, data, status, code):
     assert_error(clients["a_admin"].post("/api/v2/groups", data, format="json"), status, code)

@@ -48,7 +48,7 @@ from ..tokens import digest_of
 from . import serializers as s
 
 ERRORS = {code: OpenApiResponse(ErrorSerializer, description=name) for code, name in (
-    (400, "Invalid input (BadRequestError, IncorrectPasswordError...); the message names the field"),
+    (400, "Invalid input (InvalidParametersError, IncorrectPasswordError...); the message names the field"),
     (401, "UnauthorizedUserError"),
     (403, "ForbiddenUserError"),
     (404, "NoUserError / NoGroupError"),
