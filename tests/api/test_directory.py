@@ -128,11 +128,12 @@ def test_storage_shared_with_another_team_is_readable_by_it(world, clients):
 
 
 # --- Kubernetes -----------------------------------------------------------------------
-def test_kubernetes_nodes_in_nodelist_shape(world, clients):
+def test_kubernetes_nodes_are_admin_only_in_nodelist_shape(world, clients):
     node = world.cluster.nodes.get(name="gpu-node-1")
     node.ip, node.ready, node.labels = "10.0.0.11", False, {"pai.sku": "A100"}
     node.save()
-    response = clients["a_member"].get("/api/v2/kubernetes/nodes")
+    assert_error(clients["a_member"].get("/api/v2/kubernetes/nodes"), 403, "ForbiddenUserError")
+    response = clients["root"].get("/api/v2/kubernetes/nodes")
     assert response.status_code == 200
     body = response.json()
     assert body["kind"] == "NodeList" and body["apiVersion"] == "v1"

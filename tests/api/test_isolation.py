@@ -23,7 +23,7 @@ READS = {
     "/api/v2/storages": (401, 200, 200, 200, 200),
     "/api/v2/storages/team-a-data": (401, 200, 200, 404, 200),
     "/api/v2/tokens": (401, 200, 200, 200, 200),
-    "/api/v2/kubernetes/nodes": (401, 200, 200, 200, 200),
+    "/api/v2/kubernetes/nodes": (401, 403, 403, 403, 200),
     "/api/v2/kubernetes/pods": (401, 403, 403, 403, 200),
     "/api/v2/tenants/": (401, 200, 200, 200, 200),
     "/api/v2/tenants/team-a/": (401, 200, 200, 404, 200),

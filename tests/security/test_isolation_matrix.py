@@ -172,7 +172,7 @@ API = {
     ('DELETE', 'api/v2/jobs/{username}~{name}/tag'):
         (401, 400, 400, 404, 400, 403),
     ('GET', 'api/v2/kubernetes/nodes'):
-        (401, 200, 200, 200, 200, 200),
+        (401, 403, 403, 403, 200, 403),
     ('GET', 'api/v2/kubernetes/pods'):
         (401, 403, 403, 403, 200, 403),
     ('GET', 'api/v2/oncall/now'):

@@ -116,15 +116,17 @@ def _pod(attempt):
 
 
 class KubernetesNodeListView(ApiView):
+    permission_classes = [IsPlatformAdmin]  # OpenPAI: "Need administrator permission"
+
     @extend_schema(
         tags=["kubernetes"],
         operation_id="getK8sNodes",
-        summary="Nodes, in Kubernetes' NodeList shape.",
+        summary="Nodes, in Kubernetes' NodeList shape (platform admins).",
         description="From pai's node inventory, as the worker last observed it, for every cluster (the "
-        "`pai/cluster` annotation names it). Readable by every signed-in user: it shows capacity and health, "
-        "nothing of any team.",
+        "`pai/cluster` annotation names it). Platform admins only, as in OpenPAI.",
         responses={200: OpenApiResponse(OpenApiTypes.OBJECT, description="A Kubernetes NodeList"),
-                   401: OpenApiResponse(ErrorSerializer, description="UnauthorizedUserError")},
+                   401: OpenApiResponse(ErrorSerializer, description="UnauthorizedUserError"),
+                   403: OpenApiResponse(ErrorSerializer, description="ForbiddenUserError")},
         examples=[OpenApiExample("Nodes", value=NODE_EXAMPLE, response_only=True)],
     )
     def get(self, request):
