@@ -1,10 +1,11 @@
 """Everything under /api/: the OpenPAI-compatible v2 routes, pai-native routes, the schema."""
 
-from django.urls import include, path
+from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
 
 from pai.api.info import InfoView
 from pai.api.routing import openpai_path
+from pai.api.views import UnknownRouteView
 
 urlpatterns = [
     path("schema/", SpectacularAPIView.as_view(), name="api-schema"),
@@ -18,4 +19,6 @@ urlpatterns = [
     path("v2/", include("apps.tenants.api.urls")),
     path("v2/", include("apps.oncall.api.urls")),
     path("v2/", include("apps.jobs.api.urls")),
+    # Keep last: whatever no route above matches answers OpenPAI's JSON NotFoundError.
+    re_path(r"^(?P<path>.*)$", UnknownRouteView.as_view(), name="api-unknown-route"),
 ]

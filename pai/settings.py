@@ -81,6 +81,7 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    "pai.api.middleware.RestServerPrefixMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -290,7 +291,10 @@ SPECTACULAR_SETTINGS = {
     "SERVE_INCLUDE_SCHEMA": False,
     "SCHEMA_PATH_PREFIX": r"/api/v2",
     "COMPONENT_SPLIT_REQUEST": True,
-    "PREPROCESSING_HOOKS": ["pai.api.routing.drop_trailing_slash_twins"],
+    "PREPROCESSING_HOOKS": ["pai.api.routing.drop_trailing_slash_twins", "pai.api.routing.drop_catch_all"],
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums", "pai.api.routing.name_legacy_user_routes",
+    ],
     # One schema name per choice set that several fields use (`manage.py check --deploy` warns otherwise).
     "ENUM_NAME_OVERRIDES": {
         "JobStateEnum": "apps.jobs.choices.JobState",

@@ -23,6 +23,10 @@ class NoJobConfigError(NotFoundError):
     code = "NoJobConfigError"
 
 
+class NoJobSshInfoError(NotFoundError):
+    code = "NoJobSshInfoError"
+
+
 class NoVirtualClusterError(NotFoundError):
     code = "NoVirtualClusterError"
 

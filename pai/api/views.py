@@ -3,12 +3,15 @@
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import IntegrityError
 from django.db.models import ProtectedError
+from django.http import HttpResponsePermanentRedirect
+from django.urls import Resolver404, resolve
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework import serializers
+from rest_framework.permissions import AllowAny
 from rest_framework.views import APIView
 
-from .errors import ConflictError
+from .errors import ConflictError, NotFoundError
 
 
 class ServiceErrorsMixin:
@@ -78,3 +81,24 @@ def openpai_page(request, queryset):
         values[name] = int(raw)
     total = queryset.count()
     return queryset[values["offset"]: values["offset"] + values["limit"]], {"X-Total-Count": str(total)}
+
+
+class UnknownRouteView(APIView):
+    """Any path under /api/ that no route matches: OpenPAI's JSON error, never an HTML page."""
+
+    authentication_classes = []
+    permission_classes = [AllowAny]
+
+    def _not_found(self, request, *args, **kwargs):
+        if request.method in ("GET", "HEAD") and not request.path_info.endswith("/"):
+            # What APPEND_SLASH did before this catch-all matched everything: /api/docs → /api/docs/.
+            try:
+                match = resolve(request.path_info + "/")
+            except Resolver404:
+                match = None
+            if match is not None and match.url_name != "api-unknown-route":
+                query = request.META.get("QUERY_STRING", "")
+                return HttpResponsePermanentRedirect(request.path + "/" + (f"?{query}" if query else ""))
+        raise NotFoundError(f"{request.method} {request.path} is not a route of this API.")
+
+    get = post = put = patch = delete = head = options = _not_found

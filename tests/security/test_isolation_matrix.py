@@ -147,6 +147,14 @@ API = {
         (401, 400, 400, 400, 400, 400),
     ('GET', 'api/v2/jobs/{username}~{name}'):
         (401, 200, 200, 404, 200, 200),
+    ('GET', 'api/v2/jobs/{username}~{name}/attempts/{attempt_index}'):
+        (401, 200, 200, 404, 200, 200),
+    ('GET', 'api/v2/jobs/{username}~{name}/ssh'):
+        (401, 404, 404, 404, 404, 404),
+    ('GET', 'api/v2/jobs/{username}~{name}/job-attempts/healthz'):
+        (401, 200, 200, 200, 200, 200),
+    ('GET', 'api/v2/job-attempts/healthz'):
+        (401, 200, 200, 200, 200, 200),
     ('GET', 'api/v2/jobs/{username}~{name}/attempts/{attempt_index}/taskRoles/{task_role}/taskIndex/{task_index}/attempts'):
         (401, 200, 200, 404, 200, 200),
     ('GET', 'api/v2/jobs/{username}~{name}/attempts/{attempt_index}/taskRoles/{task_role}/taskIndex/{task_index}/attempts/{task_attempt_index}/logs'):
@@ -223,10 +231,50 @@ API = {
         (401, 403, 400, 403, 400, 403),
     ('PUT', 'api/v2/users/{username}/grouplist'):
         (401, 403, 400, 403, 400, 403),
+    ('GET', 'api/v2/user'):
+        (401, 200, 200, 200, 200, 200),
+    ('POST', 'api/v2/user'):
+        (401, 403, 400, 403, 400, 403),
+    ('PUT', 'api/v2/user'):
+        (401, 403, 400, 403, 400, 403),
+    ('GET', 'api/v2/user/{username}'):
+        (401, 200, 200, 404, 200, 404),
+    ('DELETE', 'api/v2/user/{username}'):
+        (401, 403, 409, 404, 409, 404),
+    ('PUT', 'api/v2/user/{username}/group'):
+        (401, 403, 400, 403, 400, 403),
+    ('DELETE', 'api/v2/user/{username}/group'):
+        (401, 403, 400, 403, 400, 403),
+    ('PUT', 'api/v2/user/{username}/grouplist'):
+        (401, 403, 400, 403, 400, 403),
+    ('PUT', 'api/v2/user/{username}/password'):
+        (401, 400, 400, 403, 400, 403),
+    ('PUT', 'api/v2/user/{username}/email'):
+        (401, 400, 400, 403, 400, 403),
+    ('PUT', 'api/v2/user/{username}/admin'):
+        (401, 403, 400, 403, 400, 403),
+    ('PUT', 'api/v2/user/{username}/virtualcluster'):
+        (401, 403, 400, 403, 400, 403),
+    ('PUT', 'api/v2/user/{username}/extension'):
+        (401, 403, 400, 403, 400, 403),
+    ('GET', 'api/{path}'):
+        (404, 404, 404, 404, 404, 404),
+    ('POST', 'api/{path}'):
+        (404, 404, 404, 404, 404, 404),
+    ('PUT', 'api/{path}'):
+        (404, 404, 404, 404, 404, 404),
+    ('PATCH', 'api/{path}'):
+        (404, 404, 404, 404, 404, 404),
+    ('DELETE', 'api/{path}'):
+        (404, 404, 404, 404, 404, 404),
     ('GET', 'api/v2/virtual-clusters'):
         (401, 200, 200, 200, 200, 200),
     ('GET', 'api/v2/virtual-clusters/{name}'):
         (401, 200, 200, 404, 200, 200),
+    ('GET', 'api/v2/virtual-clusters/{name}/sku-types'):
+        (401, 200, 200, 404, 200, 200),
+    ('GET', 'api/v2/cluster/sku-types'):
+        (401, 200, 200, 200, 200, 200),
 }
 HTML = {
     ('GET', ''):
@@ -499,6 +547,7 @@ def path_values(key, w):
         "username": "a_member", "groupname": "team_a", "token": w.a_token, "slug": "team-a",
         "cluster_name": "local", "address": "rack-1", "attempt_index": 0, "task_role": "taskrole",
         "task_index": 0, "task_attempt_index": 0, "uidb64": "MQ", "action": "acknowledge",
+        "path": "v2/no-such-route",
     }
     if "/jobs/" in key:
         values["name"] = w.job.name

@@ -15,6 +15,18 @@ urlpatterns = [
     *openpai_path("users/<str:username>", views.UserDetailView.as_view(), "user-detail"),
     *openpai_path("users/<str:username>/group", views.UserGroupView.as_view(), "user-group"),
     *openpai_path("users/<str:username>/grouplist", views.UserGroupListView.as_view(), "user-grouplist"),
+    # OpenPAI's older singular account routes, answered by the same views.
+    *openpai_path("user", views.UserListView.as_view(), "legacy-user-list"),
+    *openpai_path("user/<str:username>", views.UserDetailView.as_view(), "legacy-user-detail"),
+    *openpai_path("user/<str:username>/group", views.UserGroupView.as_view(), "legacy-user-group"),
+    *openpai_path("user/<str:username>/grouplist", views.UserGroupListView.as_view(), "legacy-user-grouplist"),
+    *(
+        route
+        for field in views.LegacyUserFieldView.FIELDS
+        for route in openpai_path(
+            f"user/<str:username>/{field}", views.LegacyUserFieldView.as_view(field=field), f"legacy-user-{field}"
+        )
+    ),
     *openpai_path("groups", views.GroupListView.as_view(), "group-list"),
     *openpai_path("groups/<str:groupname>", views.GroupDetailView.as_view(), "group-detail"),
     *openpai_path("groups/<str:groupname>/userlist", views.GroupUserListView.as_view(), "group-userlist"),

@@ -325,26 +325,31 @@ class UserListView(ApiView):
         ],
     )
     def put(self, request):
-        actor = request.user
-        _require_user_admin(actor)
-        serializer = s.UserUpdateSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        data = serializer.validated_data["data"]
-        user = _manageable_user(actor, data["username"])
-        changes = {}
-        if "admin" in data:
-            if data["admin"] != is_platform_admin(user) and not is_platform_admin(actor):
-                raise ForbiddenError("Only platform admins may grant or remove admin rights.")
-            changes["admin"] = data["admin"]
-        if "virtualCluster" in data:
-            changes["virtual_clusters"] = _virtual_clusters(actor, data["virtualCluster"])
-            if not is_platform_admin(actor):
-                changes["kept_groups"] = Group.objects.exclude(pk__in=Group.objects.manageable_by(actor).values("pk"))
-        for field, arg in (("email", "email"), ("password", "password"), ("extension", "extension")):
-            if field in data:
-                changes[arg] = data[field]
-        services.update_user(actor, user, **changes)
+        user = _update_user(request.user, request.data)
         return Response(message(f"Update user {user.username} successfully."), status=status.HTTP_201_CREATED)
+
+
+def _update_user(actor, body):
+    """`PUT /users`'s update of another account by its admins; returns the user."""
+    _require_user_admin(actor)
+    serializer = s.UserUpdateSerializer(data=body)
+    serializer.is_valid(raise_exception=True)
+    data = serializer.validated_data["data"]
+    user = _manageable_user(actor, data["username"])
+    changes = {}
+    if "admin" in data:
+        if data["admin"] != is_platform_admin(user) and not is_platform_admin(actor):
+            raise ForbiddenError("Only platform admins may grant or remove admin rights.")
+        changes["admin"] = data["admin"]
+    if "virtualCluster" in data:
+        changes["virtual_clusters"] = _virtual_clusters(actor, data["virtualCluster"])
+        if not is_platform_admin(actor):
+            changes["kept_groups"] = Group.objects.exclude(pk__in=Group.objects.manageable_by(actor).values("pk"))
+    for field, arg in (("email", "email"), ("password", "password"), ("extension", "extension")):
+        if field in data:
+            changes[arg] = data[field]
+    services.update_user(actor, user, **changes)
+    return user
 
 
 class MeView(ApiView):
@@ -378,19 +383,24 @@ class MeView(ApiView):
             OpenApiExample("Updated", value={"message": "Update user alice successfully."}, response_only=True)],
     )
     def put(self, request):
-        serializer = s.MeUpdateSerializer(data=request.data)
-        serializer.is_valid(raise_exception=True)
-        data = serializer.validated_data["data"]
-        if data["username"] != request.user.username:
-            raise ForbiddenError("data.username: you may only update your own account here.")
-        changes = {}
-        if "email" in data:
-            changes["email"] = data["email"]
-        if "newPassword" in data:
-            changes["new_password"] = data["newPassword"]
-            changes["old_password"] = data.get("oldPassword")
-        services.change_own_profile(request.user, **changes)
+        _update_own_profile(request.user, request.data)
         return Response(message(f"Update user {request.user.username} successfully."), status=status.HTTP_201_CREATED)
+
+
+def _update_own_profile(actor, body):
+    """`PUT /users/me`: your own e-mail, or your password given the old one."""
+    serializer = s.MeUpdateSerializer(data=body)
+    serializer.is_valid(raise_exception=True)
+    data = serializer.validated_data["data"]
+    if data["username"] != actor.username:
+        raise ForbiddenError("data.username: you may only update your own account here.")
+    changes = {}
+    if "email" in data:
+        changes["email"] = data["email"]
+    if "newPassword" in data:
+        changes["new_password"] = data["newPassword"]
+        changes["old_password"] = data.get("oldPassword")
+    services.change_own_profile(actor, **changes)
 
 
 class UserDetailView(ApiView):
@@ -516,6 +526,51 @@ class UserGroupListView(ApiView):
             keep = list(Group.objects.filter(user=user).exclude(pk__in=manageable))
         services.set_user_groups(actor, user, groups, keep=keep)
         return Response(message("update user grouplist successfully."), status=status.HTTP_201_CREATED)
+
+
+class LegacyUserFieldView(ApiView):
+    """OpenPAI's older `PUT /api/v2/user/{user}/<field>` routes (before `/users`), answered as the
+    v2 routes answer: your own password (with the old one) and e-mail as `PUT /users/me`, any
+    other change as `PUT /users` by the account's admins."""
+
+    permission_classes = [IsAuthenticated, BasicModeOnly, NotApplicationToken]
+    # route field: (the legacy body's key, the v2 update's key)
+    FIELDS = {
+        "password": ("newPassword", "password"),
+        "email": ("email", "email"),
+        "admin": ("admin", "admin"),
+        "virtualcluster": ("virtualCluster", "virtualCluster"),
+        "extension": ("extension", "extension"),
+    }
+    field = None
+
+    @extend_schema(
+        tags=["user"],
+        operation_id="updateUserField",
+        summary="Change one field of a user: {newPassword, oldPassword}, {email}, {admin}, {virtualCluster} or "
+        "{extension} by the route's last segment (basic mode).",
+        request={"application/json": {"type": "object"}},
+        responses={201: MessageSerializer, **errors(400, 401, 403, 404)},
+        examples=[OpenApiExample("E-mail", value={"email": "alice@example.com"}, request_only=True),
+                  OpenApiExample("Updated", value={"message": "Update user alice email successfully."},
+                                 response_only=True)],
+    )
+    def put(self, request, username):
+        body = request.data if isinstance(request.data, dict) else {}
+        key, update_key = self.FIELDS[self.field]
+        own = username == request.user.username and self.field in ("password", "email")
+        if not own:
+            _require_user_admin(request.user)
+        if key not in body:
+            raise ApiError(f"{key}: is required.")
+        if own:
+            data = {"username": username, key: body[key]}
+            if self.field == "password" and "oldPassword" in body:
+                data["oldPassword"] = body["oldPassword"]
+            _update_own_profile(request.user, {"data": data, "patch": True})
+        else:
+            _update_user(request.user, {"data": {"username": username, update_key: body[key]}, "patch": True})
+        return Response(message(f"Update user {username} {self.field} successfully."), status=status.HTTP_201_CREATED)
 
 
 # --- Groups ---------------------------------------------------------------------------

@@ -33,6 +33,11 @@ EXECUTION_TYPE = """`STOP` marks the job for stop. A job with no pods yet ends `
 (exit code -210); otherwise it becomes `STOPPING` and the worker deletes its pods.
 `START` on a running job changes nothing; a stopped job is not restarted."""
 
+DETAIL = """The job's status and its latest attempt's tasks, in OpenPAI's JobDetail shape;
+`/attempts/{attempt_index}` shows that attempt instead (OpenPAI's SDK `getJob(user, job,
+attemptId)`). pai adds `jobPriority`, `waitReason` (why a waiting job waits) and
+`queuePosition`."""
+
 EVENTS = "Kubernetes events about the job's pods, oldest first, as the worker recorded them."
 
 LOGS = """The log files the backend has written for this task attempt, each with a URI that

@@ -18,7 +18,7 @@ from pai.api.views import ErrorSerializer, MessageSerializer
 from .. import services
 from ..filters import JobFilterSet
 from ..models import Job, JobAttempt, JobEvent, JobTag, Task
-from ..errors import ForbiddenUserError, InvalidParametersError, NoJobConfigError, NoJobError
+from ..errors import ForbiddenUserError, InvalidParametersError, NoJobConfigError, NoJobError, NoJobSshInfoError
 from ..protocol.structure import storable_text
 from ..querysets import is_manageable, is_readable
 from . import docs
@@ -217,14 +217,18 @@ class JobListView(APIView):
 
 class JobDetailView(APIView):
     @extend_schema(
-        operation_id="getJob", summary="Job status", parameters=_JOB_PARAMETERS,
+        operation_id="getJob", summary="Job status", description=docs.DETAIL, parameters=_JOB_PARAMETERS,
         responses={200: JobDetailSerializer, 403: _ERRORS[403], 404: _ERRORS[404]},
         examples=[docs.DETAIL_EXAMPLE],
     )
-    def get(self, request, username, name):
+    def get(self, request, username, name, attempt_index=None):
         job = _job(request, username, name, with_spec=True)
-        attempts = list(_attempts(request, job)[:1])
-        attempt = attempts[0] if attempts else None
+        attempts = _attempts(request, job)
+        if attempt_index is not None:
+            attempts = attempts.filter(index=attempt_index)
+        attempt = attempts.first()
+        if attempt is None and attempt_index is not None:
+            raise NoJobError(f"Attempt {attempt_index} of job {username}~{name} is not found.")
         body = {
             "name": job.name,
             "debugId": job.debug_id,
@@ -257,6 +261,51 @@ class JobDetailView(APIView):
             "taskRoles": _task_roles(request, job, attempt),
         }
         return Response(body)
+
+
+class JobAttemptStatusView(JobDetailView):
+    @extend_schema(
+        operation_id="getJobAttemptStatus", summary="Job status with one attempt's tasks",
+        description="The job detail of `GET /api/v2/jobs/{user}~{job}` with the attempt `attempt_index` in "
+        "place of the latest (OpenPAI's SDK `getJob(user, job, attemptId)`).",
+        parameters=_JOB_PARAMETERS + [OpenApiParameter("attempt_index", _INDEX, OpenApiParameter.PATH)],
+        responses={200: JobDetailSerializer, 403: _ERRORS[403], 404: _ERRORS[404]},
+    )
+    def get(self, request, username, name, attempt_index):
+        return super().get(request, username, name, attempt_index)
+
+
+class JobSshView(APIView):
+    @extend_schema(
+        operation_id="getJobSshInfo", summary="SSH endpoints of a job's containers",
+        description="pai does not run OpenPAI's ssh runtime plugin, so no job has SSH info: the answer is "
+        "OpenPAI's own for that case, 404 `NoJobSshInfoError` (404 `NoJobError` when the job is not yours "
+        "to see).",
+        parameters=_JOB_PARAMETERS, responses={403: _ERRORS[403], 404: _ERRORS[404]},
+    )
+    def get(self, request, username, name):
+        _job(request, username, name)
+        raise NoJobSshInfoError(f"SSH info of job {username}~{name} is not found: pai does not run the ssh plugin.")
+
+
+class JobAttemptsHealthView(APIView):
+    @extend_schema(
+        operation_id="getJobAttemptsHealthz", summary="Whether job attempts (job history) can be read",
+        description="Always 200: pai keeps every attempt in its database.",
+        responses={200: MessageSerializer},
+    )
+    def get(self, request, username=None, name=None):
+        return Response({"message": "ok"})
+
+
+class JobAttemptsHealthOfJobView(JobAttemptsHealthView):
+    @extend_schema(
+        operation_id="getJobAttemptsHealthzOfJob", summary="Whether job attempts (job history) can be read",
+        description="The same answer as `/api/v2/job-attempts/healthz`, where OpenPAI's SDK asks it.",
+        parameters=_JOB_PARAMETERS, responses={200: MessageSerializer},
+    )
+    def get(self, request, username, name):
+        return super().get(request, username, name)
 
 
 class JobConfigView(APIView):

@@ -1,9 +1,12 @@
 """OpenPAI's virtual cluster routes: the VCs you can see, with what they hold and are guaranteed."""
 
 from django.db.models import Prefetch
-from drf_spectacular.utils import OpenApiExample, OpenApiResponse, extend_schema
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework.response import Response
 
+from apps.clusters.models import CellType
+from apps.virtualclusters.capacity import submit_limits
 from apps.virtualclusters.models import PinnedCell, VirtualCluster
 from pai.api.errors import NoVirtualClusterError
 from pai.api.views import ApiView, ErrorSerializer
@@ -58,3 +61,77 @@ class VirtualClusterDetailView(ApiView):
         if not vcs:
             raise NoVirtualClusterError(f"Virtual cluster {name} is not found.")
         return Response(present_virtual_clusters(vcs)[name])
+
+
+SKU_TYPES_SCHEMA = {
+    "type": "object",
+    "additionalProperties": {
+        "type": "object",
+        "properties": {"cpu": {"type": "number"}, "memory": {"type": "integer", "description": "MB"},
+                       "gpu": {"type": "integer"}},
+    },
+}
+SKU_TYPES_EXAMPLE = {"A100": {"cpu": 8, "memory": 65536, "gpu": 1}, "CPU": {"cpu": 4, "memory": 16384, "gpu": 0}}
+
+
+def _sku_type(cpu, memory_mb, gpu):
+    """OpenPAI's resource unit of one SKU (one leaf cell): {cpu, memory (MB), gpu}."""
+    return {"cpu": int(cpu) if float(cpu).is_integer() else cpu, "memory": memory_mb, "gpu": gpu}
+
+
+def _visible_vc(user, name):
+    vc = VirtualCluster.objects.visible_to(user).select_related("cluster").filter(name=name).first()
+    if vc is None:
+        raise NoVirtualClusterError(f"Virtual cluster {name} is not found.")
+    return vc
+
+
+def vc_sku_types(vc):
+    """The SKUs a VC holds cells of, as OpenPAI's `{sku: {cpu, memory, gpu}}`."""
+    skus, cells = submit_limits(vc)
+    return {
+        name: _sku_type(skus[name].cpu, skus[name].memory_mb, skus[name].gpu)
+        for name, count in sorted(cells.items()) if count > 0 and name in skus
+    }
+
+
+class VirtualClusterSkuTypesView(ApiView):
+    @extend_schema(
+        tags=["virtual cluster"],
+        operation_id="getVirtualClusterSkuTypes",
+        summary="The SKUs a VC holds cells of, with what one leaf cell of each brings.",
+        responses={
+            200: OpenApiResponse(SKU_TYPES_SCHEMA, description="SKU name → {cpu, memory (MB), gpu}"),
+            401: OpenApiResponse(ErrorSerializer, description="UnauthorizedUserError"),
+            404: OpenApiResponse(ErrorSerializer, description="NoVirtualClusterError"),
+        },
+        examples=[OpenApiExample("SKUs", value=SKU_TYPES_EXAMPLE, response_only=True)],
+    )
+    def get(self, request, name):
+        return Response(vc_sku_types(_visible_vc(request.user, name)))
+
+
+class ClusterSkuTypesView(ApiView):
+    @extend_schema(
+        tags=["virtual cluster"],
+        operation_id="getClusterSkuTypes",
+        summary="SKU types: every leaf cell type of pai's clusters, or those of one VC (`?vc=`).",
+        description="As OpenPAI's `GET /api/v2/cluster/sku-types`. A SKU name used by several clusters is "
+        "shown once, as the first cluster by name defines it.",
+        parameters=[OpenApiParameter("vc", OpenApiTypes.STR, description="only the SKUs this VC holds cells of")],
+        responses={
+            200: OpenApiResponse(SKU_TYPES_SCHEMA, description="SKU name → {cpu, memory (MB), gpu}"),
+            401: OpenApiResponse(ErrorSerializer, description="UnauthorizedUserError"),
+            404: OpenApiResponse(ErrorSerializer, description="NoVirtualClusterError"),
+        },
+        examples=[OpenApiExample("SKUs", value=SKU_TYPES_EXAMPLE, response_only=True)],
+    )
+    def get(self, request):
+        vc = request.query_params.get("vc")
+        if vc is not None:
+            return Response(vc_sku_types(_visible_vc(request.user, vc)))
+        types = {}
+        leaves = CellType.objects.filter(child__isnull=True).order_by("cluster__name", "name")
+        for name, cpu, memory_mb, gpu in leaves.values_list("name", "cpu", "memory_mb", "gpu"):
+            types.setdefault(name, _sku_type(cpu, memory_mb, gpu))
+        return Response(dict(sorted(types.items())))
