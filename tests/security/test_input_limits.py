@@ -105,7 +105,7 @@ def test_json_nested_twenty_thousand_deep_is_a_400(world, clients, route, authen
     response = method(route, body, content_type="application/json")
     assert response.status_code == 400, response.content[:300]
     assert response.json() == {
-        "code": "BadRequestError", "message": "JSON parse error - the body is nested more than 64 levels deep",
+        "code": "InvalidParametersError", "message": "JSON parse error - the body is nested more than 64 levels deep",
     }
 
 
