@@ -11,6 +11,10 @@ JOB_PATHS = {
     "/api/v2/jobs/{username}~{name}/events": {"get"},
     "/api/v2/jobs/{username}~{name}/job-attempts": {"get"},
     "/api/v2/jobs/{username}~{name}/job-attempts/{attempt_index}": {"get"},
+    "/api/v2/jobs/{username}~{name}/attempts/{attempt_index}": {"get"},
+    "/api/v2/jobs/{username}~{name}/ssh": {"get"},
+    "/api/v2/jobs/{username}~{name}/job-attempts/healthz": {"get"},
+    "/api/v2/job-attempts/healthz": {"get"},
 }
 
 
@@ -22,7 +26,7 @@ def test_every_job_route_is_described_with_the_yaml_body(db):
         assert path in paths, path
         assert methods <= set(paths[path]), (path, set(paths[path]))
     assert not [p for p in paths if p.startswith("/api/v2/jobs") and p.endswith("/")]  # slash twins described once
-    task = [p for p in paths if p.startswith("/api/v2/jobs/{username}~{name}/attempts/")]
+    task = [p for p in paths if p.startswith("/api/v2/jobs/{username}~{name}/attempts/{attempt_index}/")]
     assert len(task) == 3  # task attempts, log locations, log text
     submit = paths["/api/v2/jobs"]["post"]
     assert {"text/yaml", "application/json"} <= set(submit["requestBody"]["content"])
