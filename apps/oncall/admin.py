@@ -16,6 +16,7 @@ from .choices import Severity, Weekday
 from .models import (
     Alert,
     AlertRoute,
+    ChatWebhook,
     FollowUp,
     Holiday,
     Incident,
@@ -114,8 +115,43 @@ class SlaPolicyForm(forms.ModelForm):
 @admin.register(SlaPolicy)
 class SlaPolicyAdmin(PlatformAdminOnly, AuditedAdminMixin, admin.ModelAdmin):
     form = SlaPolicyForm
-    list_display = ["name", "severities", "cluster_class", "ack_within", "update_every", "escalate_after", "calendar", "position"]
+    list_display = [
+        "name", "severities", "cluster_class", "ack_within", "update_every", "escalate_after", "remind_before",
+        "calendar", "around_the_clock", "position",
+    ]
     list_editable = ["position"]
+
+
+class ChatWebhookForm(forms.ModelForm):
+    """The URL is written, never shown back: it is the channel's credential."""
+
+    url = forms.URLField(
+        max_length=2000, required=False, assume_scheme="https", widget=forms.PasswordInput(render_value=False),
+        label="Webhook URL",
+        help_text="The channel's incoming-webhook URL (Slack: Apps → Incoming Webhooks; Teams: channel → "
+        "Connectors → Incoming Webhook). Stored encrypted; leave empty to keep the saved one.",
+    )
+
+    class Meta:
+        model = ChatWebhook
+        fields = ["name", "format", "active"]
+
+    def clean(self):
+        data = super().clean()
+        if not data.get("url") and not self.instance.url:
+            self.add_error("url", "Give the webhook's URL.")
+        return data
+
+    def save(self, commit=True):
+        if self.cleaned_data.get("url"):
+            self.instance.url = self.cleaned_data["url"]
+        return super().save(commit)
+
+
+@admin.register(ChatWebhook)
+class ChatWebhookAdmin(PlatformAdminOnly, AuditedAdminMixin, admin.ModelAdmin):
+    form = ChatWebhookForm
+    list_display = ["name", "format", "active", "created_at"]
 
 
 @admin.register(AlertRoute)

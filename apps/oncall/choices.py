@@ -58,3 +58,10 @@ class NotificationKind(models.TextChoices):
     ESCALATE_ADMINS = "escalate_admins", "Escalation to team admins"
     FOLLOW_UP = "follow_up", "Overdue follow-up"
     HANDOFF = "handoff", "Shift handoff"
+    PAGE = "page", "Page: incident opened or severity raised"
+    DUE_SOON = "due_soon", "Reminder before a deadline"
+
+
+class ChatFormat(models.TextChoices):
+    SLACK = "slack", "Slack-compatible (Slack, Mattermost, Rocket.Chat)"
+    TEAMS = "teams", "Microsoft Teams (MessageCard)"

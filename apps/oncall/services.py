@@ -25,6 +25,7 @@ from apps.clusters.models import Cluster
 from apps.tenants.models import Membership
 from pai.links import absolute
 
+from . import paging
 from .choices import (
     AlertStatus,
     IncidentSource,
@@ -327,7 +328,16 @@ def open_incident(
         "severity": severity, "source": source, "cluster": cluster.name if cluster else None,
         "sla": incident.sla["name"] if incident.sla else None,
     })
+    _page_on_commit(incident)
     return incident
+
+
+def _page_on_commit(incident):
+    """Page the DRIs as soon as the incident is stored, whatever the hour; the sweep retries."""
+    from django_q.tasks import async_task
+
+    pk = incident.pk
+    transaction.on_commit(lambda: async_task("apps.oncall.tasks.page_incident", pk, task_name="oncall.page"))
 
 
 def report_incident(user, *, title, description="", severity, cluster=None):
@@ -437,6 +447,8 @@ def confirm_severity(incident, actor, severity, *, now=None):
     locked.severity_confirmed = True
     _apply_sla(locked, now)
     locked.save()
+    if severity < before:  # a lower number is more severe: the DRIs are paged again
+        _page_on_commit(locked)
     _timeline(locked, actor, TimelineKind.SEVERITY, f"Severity confirmed: {severity} (was {before}).",
               data={"from": before, "to": severity}, at=now)
     record(actor, "oncall.incident.confirm_severity", locked, changes={"severity": [before, severity]})
@@ -561,8 +573,37 @@ def _escalate(incident, kind, deadline, now):
     return sent
 
 
+# How far ahead the sweep looks for deadlines to remind of; `remind_before` is shorter.
+REMINDER_HORIZON = timedelta(days=2)
+
+
+def _remind_before_deadlines(now):
+    """Tell the assignees, once per deadline, that it comes within the row's `remind_before`."""
+    sent = 0
+    soon = Incident.objects.filter(sla__isnull=False).filter(
+        Q(status=IncidentStatus.TRIGGERED, ack_deadline__gt=now, ack_deadline__lte=now + REMINDER_HORIZON)
+        | Q(status__in=[IncidentStatus.ACKNOWLEDGED, IncidentStatus.MITIGATED],
+            next_update_deadline__gt=now, next_update_deadline__lte=now + REMINDER_HORIZON)
+    ).prefetch_related("assignees")
+    for incident in soon:
+        kind, deadline = incident.current_deadline()
+        before = timedelta(seconds=incident.sla.get("remind_before_seconds", 600))
+        if incident.sla_calendar().elapsed(now, deadline) > before:
+            continue
+        what = "acknowledge" if kind == "ack" else "post an update on"
+        sent += _notify(
+            f"incident:{incident.pk}:{kind}:{deadline.isoformat()}:due_soon", NotificationKind.DUE_SOON,
+            list(incident.assignees.all()), f"[pai] Due soon: {what} {incident}",
+            f"The deadline to {what} {incident} (severity {incident.severity}) is {deadline:%Y-%m-%d %H:%M} UTC.\n"
+            f"{incident_url(incident)}",
+            incident=incident,
+        )
+    return sent
+
+
 def run_sla_sweep(now=None):
-    """Mark breaches, remind and escalate, remind overdue follow-ups. Safe to run any number of times."""
+    """Mark breaches, remind and escalate, remind before deadlines, page what is not paged yet,
+    remind overdue follow-ups. Safe to run any number of times."""
     now = now or timezone.now()
     sent = 0
     due = Incident.objects.filter(sla__isnull=False).filter(
@@ -576,6 +617,8 @@ def run_sla_sweep(now=None):
             if current is None or current[1] > now:
                 continue
             sent += _escalate(incident, current[0], current[1], now)
+    sent += _remind_before_deadlines(now)
+    sent += paging.page_open_incidents(now)
     today = timezone.localdate(now)
     overdue = FollowUp.objects.filter(done=False, due_date__lt=today, owner__isnull=False).select_related("incident", "owner")
     for follow_up in overdue:

@@ -15,6 +15,17 @@ def sla_sweep():
     return services.run_sla_sweep()
 
 
+def page_incident(pk):
+    """Page the DRIs about one incident (queued when it opens or its severity rises)."""
+    from django.utils import timezone
+
+    from . import paging
+    from .models import Incident
+
+    incident = Incident.objects.filter(pk=pk).select_related("cluster", "rotation").first()
+    return paging.page(incident, timezone.now()) if incident is not None else 0
+
+
 def rotation_handoffs():
     return services.send_handoffs()
 

@@ -5,7 +5,7 @@ from datetime import date, datetime, timedelta, timezone
 from django.core import mail
 from django_q.models import Schedule
 
-from apps.oncall import services, tasks
+from apps.oncall import paging, services, tasks
 from apps.oncall.choices import IncidentSource, NotificationKind, TimelineKind
 from apps.oncall.models import Notification, RotationMember
 from tests import factories as f
@@ -15,18 +15,27 @@ TUESDAY_10 = datetime(2026, 1, 6, 10, 0, tzinfo=UTC)
 
 
 def sev1(world, now=TUESDAY_10):
-    return services.open_incident(title="Web UI down", severity=1, source=IncidentSource.ALERT,
-                                  cluster=world.cluster, now=now)
+    """A sev 1 opened at `now`, its DRIs paged as the task queued at its opening does."""
+    incident = services.open_incident(title="Web UI down", severity=1, source=IncidentSource.ALERT,
+                                      cluster=world.cluster, now=now)
+    paging.page(incident, now)
+    mail.outbox.clear()
+    return incident
 
 
 def recipients(kind):
     return [n.recipients for n in Notification.objects.filter(kind=kind)]
 
 
-def test_sweep_before_the_deadline_does_nothing(oncall):
+def test_sweep_before_the_deadline_only_reminds_once_it_is_near(oncall):
     sev1(oncall)
-    assert services.run_sla_sweep(TUESDAY_10 + timedelta(minutes=29)) == 0
+    assert services.run_sla_sweep(TUESDAY_10 + timedelta(minutes=19)) == 0
     assert mail.outbox == []
+    # The SLA row's `remind_before` (10 minutes) before the acknowledge deadline: one reminder.
+    assert services.run_sla_sweep(TUESDAY_10 + timedelta(minutes=21)) == 1
+    assert services.run_sla_sweep(TUESDAY_10 + timedelta(minutes=29)) == 0
+    assert [m.to for m in mail.outbox] == [["alice@example.com"]]
+    assert mail.outbox[0].subject.startswith("[pai] Due soon: acknowledge")
 
 
 def test_missed_ack_is_marked_and_reminded_once(oncall):

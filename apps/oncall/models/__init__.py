@@ -1,13 +1,14 @@
 from .alert import Alert, AlertRoute
 from .calendar import Holiday, MonitoringCalendar
 from .incident import FollowUp, Incident, TimelineEntry
-from .notification import Notification
+from .notification import ChatWebhook, Notification
 from .rotation import Rotation, RotationMember, RotationOverride
 from .sla import SlaPolicy
 
 __all__ = [
     "Alert",
     "AlertRoute",
+    "ChatWebhook",
     "FollowUp",
     "Holiday",
     "Incident",

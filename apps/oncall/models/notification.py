@@ -1,6 +1,8 @@
 from django.db import models
 
-from ..choices import NotificationKind
+from pai.security import EncryptedJSONField
+
+from ..choices import ChatFormat, NotificationKind
 
 
 class Notification(models.Model):
@@ -24,3 +26,31 @@ class Notification(models.Model):
 
     def __str__(self):
         return self.key
+
+
+class ChatWebhook(models.Model):
+    """A chat channel's incoming webhook that DRIs are paged in (Slack- or Teams-compatible).
+
+    The URL is a credential (whoever has it posts to the channel): it is stored encrypted
+    (`PAI_SECRETS_KEY`) and never shown again after it is saved.
+    """
+
+    name = models.CharField(max_length=100, unique=True)
+    format = models.CharField(max_length=10, choices=ChatFormat.choices, default=ChatFormat.SLACK)
+    secret = EncryptedJSONField(default=dict, editable=False)
+    active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self):
+        return self.name
+
+    @property
+    def url(self):
+        return self.secret.get("url", "")
+
+    @url.setter
+    def url(self, value):
+        self.secret = {"url": value}

@@ -1,10 +1,11 @@
-from datetime import timedelta
+from datetime import time, timedelta
 
 from django.core.exceptions import ValidationError
 from django.db import models
 
 from apps.clusters.choices import ClusterClass
 
+from .. import clock
 from ..choices import Severity
 
 
@@ -32,6 +33,14 @@ class SlaPolicy(models.Model):
         help_text="After a missed deadline: escalate to the other DRI after this long, then to the team admins.",
     )
     calendar = models.ForeignKey("oncall.MonitoringCalendar", on_delete=models.PROTECT, related_name="policies")
+    around_the_clock = models.BooleanField(
+        default=False,
+        help_text="The clocks of this row run 24 × 7 (in the calendar's zone), not only in monitoring hours.",
+    )
+    remind_before = models.DurationField(
+        default=timedelta(minutes=10),
+        help_text="Remind the assignees this long (in clock time) before each acknowledge and update deadline.",
+    )
     position = models.PositiveIntegerField(default=0, help_text="Among equally specific rows, the lowest wins.")
 
     class Meta:
@@ -43,7 +52,7 @@ class SlaPolicy(models.Model):
         return self.name
 
     def clean(self):
-        for field in ("ack_within", "update_every", "escalate_after"):
+        for field in ("ack_within", "update_every", "escalate_after", "remind_before"):
             value = getattr(self, field)
             if value is not None and value <= timedelta(0):
                 raise ValidationError({field: "Must be longer than zero."})
@@ -65,6 +74,11 @@ class SlaPolicy(models.Model):
             rows.sort(key=lambda p: (p.ack_within, p.position, p.name))
         return rows[0] if rows else None
 
+    def _clock(self):
+        if self.around_the_clock:
+            return clock.MonitoringCalendar(zone=self.calendar.timezone, weekdays=frozenset(range(7)), start=time(0), end=time(0))
+        return self.calendar.as_clock()
+
     def snapshot(self):
         return {
             "policy_id": self.pk,
@@ -72,5 +86,6 @@ class SlaPolicy(models.Model):
             "ack_within_seconds": int(self.ack_within.total_seconds()),
             "update_every_seconds": int(self.update_every.total_seconds()),
             "escalate_after_seconds": int(self.escalate_after.total_seconds()),
-            "calendar": self.calendar.as_clock().to_dict() | {"name": self.calendar.name},
+            "remind_before_seconds": int(self.remind_before.total_seconds()),
+            "calendar": self._clock().to_dict() | {"name": "24 × 7" if self.around_the_clock else self.calendar.name},
         }
