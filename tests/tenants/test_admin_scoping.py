@@ -39,6 +39,7 @@ PLATFORM_ONLY_MODELS = {
     "django_q.ormq",
     "oncall.alert",
     "oncall.alertroute",
+    "oncall.chatwebhook",
     "oncall.followup",
     "oncall.incident",
     "oncall.monitoringcalendar",
