@@ -1,8 +1,15 @@
+import json
+
 from django.contrib import admin
+from django.utils.html import format_html, format_html_join
 
 from apps.accounts.roles import is_platform_admin, is_tenant_admin
 
 from .models import AuditEntry
+
+
+def _shown(value):
+    return "(none)" if value in (None, "") else json.dumps(value) if not isinstance(value, str) else value
 
 
 class ActorFilter(admin.SimpleListFilter):
@@ -35,7 +42,21 @@ class AuditEntryAdmin(admin.ModelAdmin):
     )
     search_fields = ("actor_name", "action", "object_repr", "object_id")
     date_hierarchy = "created_at"
-    readonly_fields = [f.name for f in AuditEntry._meta.fields]
+    readonly_fields = [f.name for f in AuditEntry._meta.fields if f.name != "changes"] + ["diff", "changes"]
+
+    @admin.display(description="what changed")
+    def diff(self, obj):
+        """The fields' before → after values as a table (removed struck through, added underlined)."""
+        fields = obj.changes.get("fields") if isinstance(obj.changes, dict) else None
+        if not isinstance(fields, dict) or not fields:
+            return "—"
+        rows = format_html_join(
+            "", '<tr><th>{}</th><td><del class="before">{}</del></td><td><ins class="after">{}</ins></td></tr>',
+            ((name, _shown(pair[0]), _shown(pair[1])) for name, pair in sorted(fields.items())
+             if isinstance(pair, (list, tuple)) and len(pair) == 2),
+        )
+        return format_html('<table class="audit-diff"><thead><tr><th>field</th><th>before</th><th>after</th></tr></thead>'
+                           "<tbody>{}</tbody></table>", rows)
 
     def get_queryset(self, request):
         from apps.accounts.roles import admin_tenant_ids

@@ -52,6 +52,30 @@ def record(actor, action, obj=None, **kwargs):
     return row
 
 
+def _plain(value):
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    return str(value)
+
+
+def field_values(obj):
+    """The object's stored fields as JSON values, by field name (a foreign key as its target's text)."""
+    values = {}
+    for f in obj._meta.concrete_fields:
+        if f.primary_key or getattr(f, "auto_now", False) or getattr(f, "auto_now_add", False):
+            continue
+        if f.is_relation:
+            target = getattr(obj, f.name, None) if getattr(obj, f.attname) is not None else None
+            values[f.name] = None if target is None else str(target)
+        else:
+            values[f.name] = _plain(getattr(obj, f.attname))
+    return values
+
+
 def model_diff(before, after):
     """The fields whose values differ between two dicts of field values."""
     keys = sorted(set(before) | set(after))

@@ -10,7 +10,7 @@ from django.contrib import admin
 from django.contrib.auth import get_user_model
 
 from apps.accounts.roles import admin_tenant_ids, is_platform_admin, is_tenant_admin
-from apps.audit.services import record
+from apps.audit.services import field_values, model_diff, record
 
 
 def users_manageable_by(user):
@@ -31,20 +31,59 @@ def scoped_choices(model, user):
 
 
 class AuditedAdminMixin:
-    """Writes pai audit rows next to Django's admin LogEntry for every add, change and delete."""
+    """Writes pai audit rows next to Django's admin LogEntry for every add, change and delete,
+    with the fields' values: `{"fields": {name: [before, after]}}`, one row per object,
+    rows of inlines (a VC's cells and grants, a storage's grants) each on their own."""
+
+    def _stored(self, obj):
+        if obj.pk is None:
+            return {}
+        stored = type(obj)._default_manager.filter(pk=obj.pk).first()
+        return field_values(stored) if stored is not None else {}
+
+    def save_model(self, request, obj, form, change):
+        before = self._stored(obj) if change else {}
+        super().save_model(request, obj, form, change)
+        obj._pai_audit_diff = model_diff(before, field_values(obj))
+
+    def save_formset(self, request, form, formset, change):
+        # By instance: a deleted object's pk is None once it is gone.
+        befores = {id(f.instance): (str(f.instance.pk), self._stored(f.instance)) for f in formset.initial_forms if f.instance.pk}
+        super().save_formset(request, form, formset, change)
+        parent = form.instance
+        for obj in formset.new_objects:
+            record(request.user, f"admin.add.{obj._meta.model_name}", obj, tenant=_tenant_of(parent),
+                   changes={"fields": model_diff({}, field_values(obj)), "parent": str(parent)})
+        for obj, _names in formset.changed_objects:
+            record(request.user, f"admin.change.{obj._meta.model_name}", obj, tenant=_tenant_of(parent),
+                   changes={"fields": model_diff(befores.get(id(obj), ("", {}))[1], field_values(obj)), "parent": str(parent)})
+        for obj in formset.deleted_objects:
+            record(request.user, f"admin.delete.{obj._meta.model_name}", obj, tenant=_tenant_of(parent),
+                   changes={"fields": model_diff(befores.get(id(obj), ("", {}))[1], {}), "parent": str(parent)},
+                   object_id=befores.get(id(obj), ("", {}))[0])
 
     def log_addition(self, request, obj, message):
-        record(request.user, f"admin.add.{obj._meta.model_name}", obj, changes={"message": str(message)})
+        record(request.user, f"admin.add.{obj._meta.model_name}", obj,
+               changes={"fields": getattr(obj, "_pai_audit_diff", None) or model_diff({}, field_values(obj))})
         return super().log_addition(request, obj, message)
 
     def log_change(self, request, obj, message):
-        record(request.user, f"admin.change.{obj._meta.model_name}", obj, changes={"message": str(message)})
+        record(request.user, f"admin.change.{obj._meta.model_name}", obj,
+               changes={"fields": getattr(obj, "_pai_audit_diff", {}), "message": str(message)})
         return super().log_change(request, obj, message)
 
     def log_deletions(self, request, queryset):
         for obj in queryset:
-            record(request.user, f"admin.delete.{obj._meta.model_name}", obj)
+            record(request.user, f"admin.delete.{obj._meta.model_name}", obj,
+                   changes={"fields": model_diff(field_values(obj), {})})
         return super().log_deletions(request, queryset)
+
+
+def _tenant_of(obj):
+    tenant = getattr(obj, "tenant", None)
+    from apps.tenants.models import Tenant
+
+    return tenant if isinstance(tenant, Tenant) else None
 
 
 class PlatformAdmin(AuditedAdminMixin, admin.ModelAdmin):
