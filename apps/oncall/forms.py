@@ -43,6 +43,12 @@ class ReviewForm(forms.Form):
     follow_up_due = forms.DateField(required=False, label="Due", widget=forms.DateInput(attrs={"type": "date"}))
     follow_up_link = forms.URLField(required=False, label="Tracker link", assume_scheme="https")
 
+    def __init__(self, *args, rotation=None, **kwargs):
+        super().__init__(*args, **kwargs)
+        from .services import responders_of
+
+        self.fields["follow_up_owner"].queryset = responders_of(rotation).order_by("username")
+
     def clean(self):
         data = super().clean()
         extras = [data.get(f) for f in ("follow_up_owner", "follow_up_due", "follow_up_link")]
@@ -79,5 +85,8 @@ class OverrideForm(forms.Form):
     def __init__(self, *args, rotation=None, **kwargs):
         super().__init__(*args, **kwargs)
         if rotation is not None:
+            from .services import responders_of
+
             members = User.objects.filter(rotation_memberships__rotation=rotation).order_by("username")
             self.fields["replaces"].queryset = members
+            self.fields["user"].queryset = responders_of(rotation).order_by("username")

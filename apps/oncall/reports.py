@@ -33,7 +33,8 @@ def _minutes(deltas):
 
 
 def sla_report(incidents):
-    """{grouping: [{label, count, mtta, mttr, breach_rate}]}: minutes (wall clock) and percent."""
+    """{grouping: [{label, count, mtta, mttr, mtta_monitoring, mttr_monitoring, breach_rate}]}: minutes
+    (wall clock, and monitoring hours as the SLA clock counts them) and percent."""
     incidents = list(incidents)
     report = {}
     for grouping, _, _ in GROUPINGS:
@@ -51,6 +52,11 @@ def sla_report(incidents):
                 continue
             acked = [i.acknowledged_at - i.triggered_at for i in group if i.acknowledged_at]
             resolved = [i.resolved_at - i.triggered_at for i in group if i.resolved_at]
+            # The same spans counted as the SLA clock counts them: inside the incident's monitoring hours.
+            acked_sla = [i.sla_calendar().elapsed(i.triggered_at, i.acknowledged_at) for i in group
+                         if i.acknowledged_at and i.sla]
+            resolved_sla = [i.sla_calendar().elapsed(i.triggered_at, i.resolved_at) for i in group
+                            if i.resolved_at and i.sla]
             with_sla = [i for i in group if i.sla]
             breached = sum(1 for i in with_sla if i.breached)
             rows.append({
@@ -58,13 +64,15 @@ def sla_report(incidents):
                 "count": len(group),
                 "mtta": _minutes(acked),
                 "mttr": _minutes(resolved),
+                "mtta_monitoring": _minutes(acked_sla),
+                "mttr_monitoring": _minutes(resolved_sla),
                 "breach_rate": round(100 * breached / len(with_sla), 1) if with_sla else None,
             })
         report[grouping] = rows
     return report
 
 
-def bar_chart(rows, metric, *, width=360, bar_height=18, gap=6, label_width=130):
+def bar_chart(rows, metric, *, width=420, bar_height=22, gap=8, label_width=170):
     """Geometry for an inline SVG bar chart of one metric: no script, no external assets."""
     values = [r[metric] for r in rows if r[metric] is not None]
     top = max(values) if values else 0

@@ -76,6 +76,14 @@ def rotation_dris(rotation, at=None):
     return _users_by_id(rotation.plan().on_call_at(at, rotation.plan_overrides()))
 
 
+def responders_of(rotation):
+    """Who may cover a shift or own a follow-up: the rotation's members and the platform admins."""
+    members = Q(rotation_memberships__rotation=rotation) if rotation is not None else Q(
+        rotation_memberships__rotation__tenant__isnull=True, rotation_memberships__rotation__active=True
+    )
+    return User.objects.filter(is_active=True).filter(members | Q(groups__name=ADMIN_GROUP) | Q(is_superuser=True)).distinct()
+
+
 def _with_schedule(queryset):
     return queryset.filter(active=True).prefetch_related("members", "overrides")
 
@@ -149,6 +157,8 @@ def add_override(rotation, actor, *, user, replaces, starts_at, ends_at, reason=
         raise ValidationError({"user": "Someone cannot cover for themselves."})
     if not rotation.members.filter(user=replaces).exists():
         raise ValidationError({"replaces": f"{replaces} is not a member of {rotation}."})
+    if not responders_of(rotation).filter(pk=user.pk).exists():
+        raise ValidationError({"user": f"{user} is neither a member of {rotation} nor a platform admin."})
     override = RotationOverride.objects.create(
         rotation=rotation, user=user, replaces=replaces, starts_at=starts_at, ends_at=ends_at, reason=reason
     )
@@ -484,6 +494,8 @@ def record_review(incident, actor, *, cause, prevention, follow_ups=(), now=None
 def add_follow_up(incident, actor, *, title, owner=None, due_date=None, link=""):
     if not (title or "").strip():
         raise ValidationError({"follow_ups.title": "A follow-up needs a title."})
+    if owner is not None and not responders_of(incident.rotation).filter(pk=owner.pk).exists():
+        raise ValidationError({"follow_ups.owner": f"{owner} is neither a DRI of this rotation nor a platform admin."})
     follow_up = FollowUp(incident=incident, title=title.strip()[:200], owner=owner, due_date=due_date, link=link or "")
     try:
         follow_up.full_clean(exclude=["incident"])

@@ -86,7 +86,11 @@ def incident_detail(request, pk, review_form=None):
         "update_form": UpdateForm(),
         "note_form": NoteForm(),
         "severity_form": SeverityForm(initial={"severity": incident.severity}),
-        "review_form": review_form or ReviewForm(initial={"cause": incident.cause, "prevention": incident.prevention}),
+        "review_form": review_form or ReviewForm(
+            initial={"cause": incident.cause, "prevention": incident.prevention}, rotation=incident.rotation
+        ),
+        # Closing means the review is done: offered once it is written.
+        "can_close": status == IncidentStatus.RESOLVED and bool(incident.cause.strip() and incident.prevention.strip()),
         "can_update": status in (IncidentStatus.ACKNOWLEDGED, IncidentStatus.MITIGATED, IncidentStatus.RESOLVED),
         "can_review": status in (IncidentStatus.MITIGATED, IncidentStatus.RESOLVED),
     })
@@ -139,7 +143,7 @@ def _error_text(exc):
 
 
 def _review(request, incident):
-    form = ReviewForm(request.POST)
+    form = ReviewForm(request.POST, rotation=incident.rotation)
     if form.is_valid():
         try:
             services.record_review(
@@ -151,7 +155,11 @@ def _review(request, incident):
         except services.TransitionRefused as exc:
             messages.error(request, str(exc))
         except ValidationError as exc:
-            messages.error(request, _error_text(exc))
+            # On the form, beside the field it concerns.
+            for field, errors in exc.message_dict.items():
+                name = {"follow_ups.title": "follow_up_title", "follow_ups.owner": "follow_up_owner",
+                        "follow_ups.link": "follow_up_link", "follow_ups.due_date": "follow_up_due"}.get(field, field)
+                form.add_error(name if name in form.fields else None, errors)
         else:
             messages.success(request, "Review recorded.")
             return redirect("oncall:incident-detail", pk=incident.pk)
@@ -195,6 +203,11 @@ def rotation_calendar(request, override_form=None, override_rotation=None):
 @require_POST
 def rotation_override(request, pk):
     rotation = get_object_or_404(Rotation.objects.visible_to(request.user), pk=pk)
+    if not (Rotation.objects.manageable_by(request.user).filter(pk=pk).exists()
+            or rotation.members.filter(user=request.user).exists()):
+        # Refused before the form is read: who may not arrange cover learns that, not what the form lacked.
+        return render(request, "oncall/error.html", {
+            "message": "Only the rotation's managers, or the members concerned, change its shifts."}, status=403)
     form = OverrideForm(request.POST, rotation=rotation)
     if form.is_valid():
         try:
@@ -234,7 +247,9 @@ def sla_dashboard(request):
             "charts": [
                 {"metric": metric, "title": label, "unit": unit, "chart": reports.bar_chart(rows, metric)}
                 for metric, label, unit in (
-                    ("mtta", "MTTA", "min"), ("mttr", "MTTR", "min"), ("breach_rate", "Breach rate", "%"),
+                    ("mtta", "MTTA", "min, wall clock"), ("mtta_monitoring", "MTTA", "min, monitoring hours"),
+                    ("mttr", "MTTR", "min, wall clock"), ("mttr_monitoring", "MTTR", "min, monitoring hours"),
+                    ("breach_rate", "Breach rate", "%"),
                 )
             ],
         })

@@ -96,7 +96,7 @@ def test_dri_acknowledges_updates_resolves_and_sees_the_dashboard(dri_world, liv
 
             page.goto(f"{base}/oncall/dashboard/")
             charts = page.locator("svg.chart")
-            expect(charts).to_have_count(12)
+            expect(charts).to_have_count(20)
             severity_mtta = page.locator("#by-severity svg[data-metric=mtta] rect.bar")
             expect(severity_mtta).to_have_count(4)
             widths = [severity_mtta.nth(i).bounding_box()["width"] for i in range(4)]

@@ -151,7 +151,7 @@ def test_dashboard_draws_charts_per_grouping(client, on_shift):
     page = response.content.decode()
     for grouping in ("by-severity", "by-cluster_class", "by-dri", "by-week"):
         assert f'id="{grouping}"' in page
-    assert page.count('<svg class="chart"') == 12
+    assert page.count('<svg class="chart"') == 20  # 4 groupings × MTTA and MTTR (wall, monitoring), breach rate
     assert page.count('class="bar"') >= 3 * 3
     assert response.context["total"] == 3
     # A plain member's dashboard only counts what the member may see.
@@ -280,3 +280,57 @@ def test_status_page_shows_members_the_open_incidents_of_the_clusters_they_use(c
     # Read-only: a member sees no action and cannot open the incident itself.
     assert "<form" not in page.split('id="status"')[1].split("</table>")[0]
     assert client.get(f"/oncall/incidents/{here.pk}/").status_code == 404
+
+
+def test_close_is_offered_only_once_the_review_is_written(client, on_shift):
+    incident = open_alert_incident(on_shift)
+    services.acknowledge(incident, on_shift.alice)
+    services.resolve(incident, on_shift.alice)
+    client.force_login(on_shift.alice)
+    page = client.get(f"/oncall/incidents/{incident.pk}/").content.decode()
+    assert 'id="close"' not in page and 'id="close-needs-review"' in page
+    services.record_review(incident, on_shift.alice, cause="A bad rollout", prevention="Canary first")
+    page = client.get(f"/oncall/incidents/{incident.pk}/").content.decode()
+    assert 'id="close"' in page
+
+
+def test_cover_and_follow_up_owners_are_rotation_members_or_platform_admins(client, on_shift):
+    from django.core.exceptions import ValidationError
+
+    incident = open_alert_incident(on_shift)
+    services.acknowledge(incident, on_shift.alice)
+    services.mitigate(incident, on_shift.alice)
+    client.force_login(on_shift.alice)
+    page = client.get(f"/oncall/incidents/{incident.pk}/")
+    owners = {u.username for u in page.context["review_form"].fields["follow_up_owner"].queryset}
+    assert owners == {"alice", "bob", "root"}
+    # A Team A member is refused as owner, with the error on the form's field.
+    response = client.post(f"/oncall/incidents/{incident.pk}/review/", {
+        "cause": "c", "prevention": "p", "follow_up_title": "Fix it", "follow_up_owner": "a_member",
+    })
+    assert response.status_code == 200
+    assert "follow_up_owner" in response.context["review_form"].errors
+    calendar = client.get("/oncall/rotations/")
+    covers = {u.username for u in calendar.context["calendars"][0]["override_form"].fields["user"].queryset}
+    assert covers == {"alice", "bob", "root"}
+    with pytest.raises(ValidationError):
+        services.add_override(on_shift.rotation, on_shift.root, user=on_shift.a_member, replaces=on_shift.alice,
+                              starts_at=timezone.now(), ends_at=timezone.now() + timedelta(days=1))
+
+
+def test_dashboard_shows_mtta_and_mttr_in_wall_time_and_in_monitoring_hours(client, oncall):
+    from datetime import datetime
+    from datetime import timezone as dt_timezone
+
+    # Opened Friday 17:00 UTC, acknowledged Monday 09:30: 64.5 hours of wall time, 90 minutes
+    # of monitoring hours (Friday 17:00–18:00 and Monday 09:00–09:30).
+    friday = datetime(2026, 1, 9, 17, 0, tzinfo=dt_timezone.utc)
+    incident = services.open_incident(title="Slow", severity=2, source=IncidentSource.ALERT, cluster=oncall.cluster,
+                                      now=timezone.now() - timedelta(days=2))
+    incident.triggered_at = friday
+    incident.save()
+    services.acknowledge(incident, oncall.root, now=datetime(2026, 1, 12, 9, 30, tzinfo=dt_timezone.utc))
+    from apps.oncall import reports
+
+    [row] = reports.sla_report([type(incident).objects.get(pk=incident.pk)])["severity"]
+    assert row["mtta"] == 64.5 * 60 and row["mtta_monitoring"] == 90.0

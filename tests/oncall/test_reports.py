@@ -28,7 +28,8 @@ def test_figures_per_grouping(oncall):
 
     report = reports.sla_report(Incident.objects.select_related("acknowledged_by"))
     by = {grouping: {row["label"]: row for row in rows} for grouping, rows in report.items()}
-    assert by["severity"]["Sev 1"] == {"label": "Sev 1", "count": 2, "mtta": 30.0, "mttr": 120.0, "breach_rate": 50.0}
+    assert by["severity"]["Sev 1"] == {"label": "Sev 1", "count": 2, "mtta": 30.0, "mttr": 120.0,
+                                      "mtta_monitoring": 30.0, "mttr_monitoring": 120.0, "breach_rate": 50.0}
     assert by["severity"]["Sev 3"]["mtta"] == 5.0 and by["severity"]["Sev 3"]["breach_rate"] == 0.0
     assert list(by["severity"]) == ["Sev 1", "Sev 3"]
     assert by["cluster_class"]["Production"]["count"] == 2 and by["cluster_class"]["No cluster"]["count"] == 1
@@ -38,7 +39,7 @@ def test_figures_per_grouping(oncall):
 
 def test_bar_chart_scales_to_the_largest_value():
     rows = [{"label": "a", "m": 10.0}, {"label": "b", "m": 40.0}, {"label": "c", "m": None}]
-    chart = reports.bar_chart(rows, "m", width=360, label_width=130)
+    chart = reports.bar_chart(rows, "m", width=360, label_width=130, bar_height=18, gap=6)
     widths = [bar["width"] for bar in chart["bars"]]
     assert widths == [42, 170, 0]  # span = 360 - 130 - 60
     assert chart["height"] == 3 * 24
