@@ -206,3 +206,34 @@ def test_a_team_admin_sees_the_state_and_resends(world, client, committed):
     other = Membership.objects.get(user=world.b_member)
     assert client.post(reverse("admin:tenants_tenant_resend_onboarding", args=[world.tenant_b.pk, other.pk])).status_code == 404
     assert client.post(reverse("admin:tenants_tenant_resend_onboarding", args=[world.tenant_a.pk, other.pk])).status_code == 404
+
+
+def test_onboarding_into_no_vc_group_warns_and_the_teams_group_is_preselected(world, client, committed):
+    from apps.accounts.models import Group
+
+    Group.objects.create(name="team_a_readers", tenant=world.tenant_a)
+    client.force_login(world.a_admin)
+    url = reverse("admin:tenants_tenant_onboard", args=[world.tenant_a.pk])
+    form = client.get(url).context["form"]
+    assert [g.name for g in form.fields["groups"].initial] == ["team_a"]  # the team's one VC-granting group
+    assert "team_a — submits to team_a" in client.get(url).content.decode()
+    readers = Group.objects.get(name="team_a_readers")
+    refused = client.post(url, {"username": "vic", "email": "vic@example.com", "role": "member", "groups": [readers.pk]})
+    assert refused.status_code == 200 and "grants a virtual cluster" in str(refused.context["form"].errors["groups"])
+    assert not User.objects.filter(username="vic").exists()
+    with committed():
+        accepted = client.post(url, {"username": "vic", "email": "vic@example.com", "role": "member",
+                                     "groups": [readers.pk], "without_vc": "on"})
+    assert accepted.status_code == 302 and User.objects.filter(username="vic").exists()
+
+
+def test_the_sample_csv_names_the_teams_groups_and_onboards_as_is(world, client, committed):
+    client.force_login(world.a_admin)
+    response = client.get(reverse("admin:tenants_tenant_sample_csv", args=[world.tenant_a.pk]))
+    assert response["Content-Type"].startswith("text/csv")
+    text = response.content.decode()
+    assert text.splitlines()[0] == "username,email,groups,role,first_name,last_name" and ",team_a," in text
+    with committed():
+        users = bulk_onboard(world.a_admin, world.tenant_a, text)
+    assert [u.username for u in users] == ["ada", "grace"]
+    assert client.get(reverse("admin:tenants_tenant_sample_csv", args=[world.tenant_b.pk])).status_code == 404
