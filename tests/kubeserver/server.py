@@ -12,6 +12,7 @@ import itertools
 import json
 import random
 import re
+import select
 import socket
 import sys
 import threading
@@ -38,6 +39,17 @@ COMMON_FIELDS = frozenset({"metadata.name", "metadata.namespace"})
 # Field selectors that name a different path in the object.
 FIELD_ALIASES = {"source": "source.component"}
 DEFAULT_WATCH_TIMEOUT = 1800
+# How often an idle watch checks that its client is still connected.
+CLIENT_CHECK_SECONDS = 0.1
+
+
+def client_gone(sock):
+    """Whether the peer closed the connection (readable, and nothing left to read)."""
+    try:
+        readable, _, _ = select.select([sock], [], [], 0)
+        return bool(readable) and sock.recv(1, socket.MSG_PEEK) == b""
+    except (OSError, ValueError):
+        return True
 
 
 @dataclass(frozen=True)
@@ -242,6 +254,7 @@ class KubeServer:
         self._watch_generation = 0
         self._abrupt_generations = set()
         self._watch_sockets = set()
+        self._connections = 0
         self._closing = False
         self._release_hangs = threading.Event()
         self._ip_counter = itertools.count(1)
@@ -1027,7 +1040,9 @@ class KubeServer:
                         remaining = deadline - time.monotonic()
                         if remaining <= 0:
                             break
-                        self._cond.wait(remaining)
+                        # Like the real server, notice a client that went away while idle.
+                        if not self._cond.wait(min(remaining, CLIENT_CHECK_SECONDS)) and client_gone(handler.connection):
+                            raise ConnectionResetError("the watch's client closed the connection")
                     if self._closing or generation != self._watch_generation or (
                         self._rv <= cursor and time.monotonic() >= deadline
                     ):
@@ -1693,6 +1708,15 @@ class KubeServer:
         with self._cond:
             return len(self._watch_sockets)
 
+    def open_connections(self):
+        """Client connections open right now (kept alive between requests or not)."""
+        with self._cond:
+            return self._connections
+
+    def _connection_opened(self, delta):
+        with self._cond:
+            self._connections += delta
+
     def wait_for_watches(self, count=1, timeout=5.0):
         """Block until at least `count` watches are open; True if they are."""
         deadline = time.monotonic() + timeout
@@ -1790,6 +1814,16 @@ class KubeRequestHandler(BaseHTTPRequestHandler):
 
     def log_message(self, format, *args):
         pass
+
+    def setup(self):
+        super().setup()
+        self.kube._connection_opened(1)
+
+    def finish(self):
+        try:
+            super().finish()
+        finally:
+            self.kube._connection_opened(-1)
 
     def _read_body(self):
         length = int(self.headers.get("Content-Length") or 0)
