@@ -234,6 +234,10 @@ PAI_SCHEDULER_LEASE_SECONDS = float(env("PAI_SCHEDULER_LEASE_SECONDS", "15"))
 PAI_ALERTMANAGER_TOKEN = env("PAI_ALERTMANAGER_TOKEN", "")  # bearer secret of the Alertmanager webhook; empty disables it
 # Kubernetes backend: client rate limit per cluster, node label keys of SKU and topology, device indices.
 PAI_KUBE_QPS, PAI_KUBE_BURST = float(env("PAI_KUBE_QPS", "50")), int(env("PAI_KUBE_BURST", "100"))
+# How long one call to a cluster's API keeps retrying (an API server restart passes inside it), and how
+# long a cluster whose API stayed down through a call's retries is paused before the worker probes it.
+PAI_KUBE_RETRY_SECONDS = float(env("PAI_KUBE_RETRY_SECONDS", "30"))
+PAI_KUBE_CIRCUIT_SECONDS = float(env("PAI_KUBE_CIRCUIT_SECONDS", "10"))
 PAI_KUBE_SKU_LABEL, PAI_KUBE_TOPOLOGY_LABELS = env("PAI_KUBE_SKU_LABEL", "pai.sku"), env_list("PAI_KUBE_TOPOLOGY_LABELS", "topology.kubernetes.io/zone,pai.rack")
 PAI_KUBE_ASSIGN_DEVICES = env_bool("PAI_KUBE_ASSIGN_DEVICES")  # pai's device indices via NVIDIA_VISIBLE_DEVICES, not the device plugin
 

@@ -14,10 +14,18 @@ class CellTypeInline(admin.TabularInline):
 
 @admin.register(Cluster)
 class ClusterAdmin(PlatformAdmin):
-    list_display = ("name", "cluster_class", "backend", "node_count")
-    list_filter = ("cluster_class", "backend")
+    list_display = ("name", "cluster_class", "backend", "node_count", "api_status")
+    list_filter = ("cluster_class", "backend", "api_available")
     search_fields = ("name",)
+    readonly_fields = ("api_available", "api_unavailable_since", "api_error")
     inlines = [CellTypeInline]
+
+    @admin.display(description="API", ordering="api_available")
+    def api_status(self, obj):
+        if obj.api_available:
+            return "available"
+        since = obj.api_unavailable_since.strftime("%Y-%m-%d %H:%M:%S %Z") if obj.api_unavailable_since else "?"
+        return f"cluster API unavailable since {since}"
 
     @admin.display(description="nodes")
     def node_count(self, obj):

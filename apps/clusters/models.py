@@ -30,6 +30,14 @@ class Cluster(models.Model):
     )
     description = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Kept by the worker: whether the cluster's API answers (a cluster whose API stays down
+    # is paused while the others go on).
+    api_available = models.BooleanField(
+        "API available", default=True, editable=False,
+        help_text="False while the cluster's Kubernetes API does not answer: its jobs are paused.",
+    )
+    api_unavailable_since = models.DateTimeField("API unavailable since", null=True, blank=True, editable=False)
+    api_error = models.TextField("last API error", blank=True, editable=False)
 
     class Meta:
         ordering = ["name"]

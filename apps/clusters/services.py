@@ -1,6 +1,10 @@
 """Cluster actions, and the translation of a cluster's rows into the engine's configuration."""
 
+import logging
+from datetime import UTC, datetime
+
 from django.db import transaction
+from django.utils import timezone
 
 from apps.audit.services import record
 from scheduler.spec import CellTypeSpec, ClusterSpec, PhysicalCellSpec, SkuSpec
@@ -50,6 +54,34 @@ def set_node_health(node, *, ready, schedulable, actor=None):
             changes={"ready": [before[0], ready], "schedulable": [before[1], schedulable]},
         )
     return node
+
+
+def record_api_status(cluster, availability):
+    """Show whether the cluster's API answers (a backend's `Availability`); audited when it changes.
+
+    Written only on a change: the worker calls this every cycle of every cluster.
+    """
+    error = "" if availability.available else availability.reason[:2000]
+    if (cluster.api_available, cluster.api_error) == (availability.available, error):
+        return
+    since = None
+    if not availability.available:
+        since = datetime.fromtimestamp(availability.since, UTC) if availability.since else timezone.now()
+    if cluster.api_available != availability.available:
+        log = logging.getLogger(__name__)
+        if availability.available:
+            log.warning("cluster %s: the API answers again", cluster.name)
+        else:
+            log.warning("cluster %s: API unavailable: %s", cluster.name, error)
+        record(
+            None, "cluster.api_status", cluster,
+            changes={"api_available": [cluster.api_available, availability.available], "api_error": error},
+        )
+    cluster.api_available, cluster.api_error = availability.available, error
+    cluster.api_unavailable_since = since if not availability.available else None
+    type(cluster).objects.filter(pk=cluster.pk).update(
+        api_available=cluster.api_available, api_error=error, api_unavailable_since=cluster.api_unavailable_since
+    )
 
 
 def _audit_value(value):

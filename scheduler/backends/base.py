@@ -106,6 +106,25 @@ class CursorExpiredError(BackendError):
     """``poll(since)`` cannot resume from that cursor; relist with ``poll(None)``."""
 
 
+class ClusterUnavailableError(BackendError):
+    """The cluster's API could not be reached (after the backend's own retries), or the
+    backend stopped calling it for a while (:meth:`ClusterBackend.availability`). The
+    call did nothing that a later repeat would not finish: the worker pauses the
+    cluster and tries again later, without counting it against any pod."""
+
+
+@dataclass(frozen=True)
+class Availability:
+    """Whether the cluster's API answers. ``retry_in``: seconds before the backend calls
+    it again (0 when it may be called now, as a probe when not ``available``); ``since``:
+    when it stopped answering (epoch seconds)."""
+
+    available: bool = True
+    reason: str = ""
+    since: float | None = None
+    retry_in: float = 0.0
+
+
 @dataclass(frozen=True)
 class NodeInfo:
     """A node as the backend sees it. ``gpu`` is the device count (device indices are
@@ -295,6 +314,10 @@ class ClusterBackend(ABC):
     def forget_pod(self, name: str) -> None:
         """Drop what the backend still keeps of a deleted pod (logs, records, events):
         for retention. Raises :class:`PodConflictError` if the pod is not deleted yet."""
+
+    def availability(self) -> Availability:
+        """Whether the cluster's API answers (a local backend always does)."""
+        return Availability()
 
     def close(self) -> None:
         """Release connections and handles. Pods keep running."""

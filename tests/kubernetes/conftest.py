@@ -2,15 +2,29 @@ import time
 
 import pytest
 
-from scheduler.backends.kubernetes import Backoff, KubeApi, KubernetesBackend
+from apps.clusters.models import Node
+
+from scheduler.backends.kubernetes import Backoff, Circuit, KubeApi, KubernetesBackend
 from tests.kubeserver.fixtures import kube_server  # noqa: F401  (the fixture, for this folder)
 
-FAST_BACKOFF = Backoff(attempts=4, base=0.01, cap=0.05)
+# Retries and pauses in milliseconds, so that faults cost tests little time.
+FAST_BACKOFF = Backoff(base=0.01, cap=0.05, budget=0.3)
+
+
+@pytest.fixture(autouse=True)
+def _fast_kubernetes_retries(settings):
+    settings.PAI_KUBE_RETRY_SECONDS = 0.3
+    settings.PAI_KUBE_CIRCUIT_SECONDS = 0.2
+
+
+def make_api(server, **options):
+    options.setdefault("backoff", FAST_BACKOFF)
+    options.setdefault("circuit", Circuit(cooldown=0.1, max_cooldown=0.2))
+    return KubeApi(server.api_client(retries=False), qps=1000, burst=1000, **options)
 
 
 def make_backend(server, **options):
-    api = KubeApi(server.api_client(retries=False), qps=1000, burst=1000, backoff=options.pop("backoff", FAST_BACKOFF))
-    return KubernetesBackend(api, **options)
+    return KubernetesBackend(make_api(server, backoff=options.pop("backoff", FAST_BACKOFF)), **options)
 
 
 @pytest.fixture
@@ -71,3 +85,24 @@ class Kubelet:
         """What a node does on its own: start new pods, end pods being deleted (SIGTERM)."""
         self.start_pending()
         self.server.finalize_deletions()
+
+
+@pytest.fixture
+def kube_cluster(world, kube_server, tmp_path, settings):
+    settings.PAI_DATA_DIR = tmp_path
+    for node in Node.objects.filter(cluster=world.cluster):
+        gpus = node.gpu_capacity
+        kube_server.add_node(node.name, gpus=gpus, cpu=str(int(node.cpu_capacity)), memory=f"{node.memory_mb_capacity}Mi")
+    for tenant in ("team-a", "team-b"):
+        kube_server.create_object("namespaces", {"metadata": {"name": f"pai-{tenant}"}})
+        kube_server.add_pvc(f"pai-{tenant}", f"{tenant}-data")
+    path = kube_server.write_kubeconfig(tmp_path / "kubeconfig", context="pai-test")
+    world.cluster.backend = "kubernetes"
+    world.cluster.connection = f"kubeconfig:{path}#pai-test"
+    world.cluster.save()
+    return world.cluster
+
+
+@pytest.fixture
+def kubelet(kube_server):
+    return Kubelet(kube_server)

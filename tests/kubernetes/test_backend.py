@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from scheduler.backends import (
+    ClusterUnavailableError,
     CursorExpiredError,
     ImagePullAuth,
     PermanentCreationError,
@@ -112,15 +113,17 @@ def test_the_pod_carries_storage_ports_shm_and_optionally_assigned_devices(kube_
         backend.close()
 
 
-def test_an_invalid_pod_is_permanent_and_an_unreachable_api_transient(kube_server, backend):
+def test_an_invalid_pod_is_permanent_and_an_unreachable_api_pauses_the_cluster(kube_server, backend):
     with pytest.raises(PermanentCreationError, match="422"):
         backend.create_pod(spec(0, env={"1-not-a-name": "x"}))
     with pytest.raises(PermanentCreationError):
         backend.create_pod(PodSpec(name="Not_A_Name", node="gpu-node-1", commands="true"))
     kube_server.inject_fault("POST", r"/pods$", status=503, count=100, retry_after=0)
-    with pytest.raises(TransientCreationError, match="unavailable"):
+    with pytest.raises(ClusterUnavailableError, match="unavailable"):
         backend.create_pod(spec(1))
+    assert not backend.availability().available
     kube_server.clear_faults()
+    eventually(lambda: backend.availability().retry_in == 0)
     kube_server.inject_fault("POST", r"/pods$", status=400, count=1)
     with pytest.raises(PermanentCreationError):
         backend.create_pod(spec(2))
@@ -256,8 +259,9 @@ def test_a_pod_without_secrets_gets_no_secret_and_no_mount(kube_server, backend)
 
 def test_a_secret_that_cannot_be_made_undoes_the_pod_or_is_made_by_the_next_call(kube_server, backend):
     name = spec(0).name
-    kube_server.inject_fault("POST", r"/secrets$", status=503, count=100, retry_after=0)
-    with pytest.raises(TransientCreationError, match="unavailable"):
+    # An admission webhook refuses the Secret: the pod goes again.
+    kube_server.inject_fault("POST", r"/secrets$", status=403, count=100)
+    with pytest.raises(TransientCreationError, match="403"):
         backend.create_pod(spec(0, secrets=FILES))
     assert kube_server.get_object("pods", name, NS) is None
     # The undoing fails too: the pod is left as a worker dying between the two calls leaves it.
@@ -265,6 +269,7 @@ def test_a_secret_that_cannot_be_made_undoes_the_pod_or_is_made_by_the_next_call
     with pytest.raises(TransientCreationError):
         backend.create_pod(spec(0, secrets=FILES))
     kube_server.clear_faults()
+    eventually(lambda: backend.availability().retry_in == 0)
     waiting = kube_server.get_object("pods", name, NS)
     assert kube_server.run_pod(NS, name) is None  # the kubelet cannot mount the files: the task does not start
     assert backend.create_pod(spec(0, secrets=FILES)).uid == waiting["metadata"]["uid"]
@@ -377,12 +382,12 @@ def test_the_calls_the_backend_makes_are_exactly_what_the_chart_grants(kube_serv
 
 
 def test_a_hung_request_times_out_and_is_retried(kube_server):
-    from scheduler.backends.kubernetes import KubeApi, KubernetesBackend
+    from scheduler.backends.kubernetes import Backoff, KubernetesBackend
 
-    from .conftest import FAST_BACKOFF
+    from .conftest import make_api
 
     kube_server.add_node("gpu-node-1")
-    api = KubeApi(kube_server.api_client(retries=False), qps=1000, burst=1000, backoff=FAST_BACKOFF, timeout=(1.0, 0.3))
+    api = make_api(kube_server, backoff=Backoff(base=0.01, cap=0.05, budget=2.0), timeout=(1.0, 0.3))
     backend = KubernetesBackend(api)
     try:
         kube_server.inject_fault("GET", r"^/api/v1/pods$", hang=2.0, count=1)

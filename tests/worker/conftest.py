@@ -7,6 +7,7 @@ from rest_framework.test import APIClient
 
 from apps.jobs.models import Job
 from apps.jobs.worker.controller import Controller
+from apps.jobs.worker.loop import run_cycle_unless_paused
 
 
 @pytest.fixture(autouse=True)
@@ -23,7 +24,7 @@ class Worker:
         self.controller = Controller(cluster)
 
     def cycle(self, now=None):
-        self.controller.run_cycle(now)
+        run_cycle_unless_paused(self.controller, now)
 
     def run_until(self, predicate, timeout=30.0, tick=0.1):
         deadline = time.monotonic() + timeout
@@ -40,7 +41,7 @@ class Worker:
         return Job.objects.get(pk=job.pk)
 
     def close(self):
-        self.controller.backend.close()
+        self.controller.close()
 
 
 @pytest.fixture

@@ -13,8 +13,11 @@ class ClusterSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Cluster
-        fields = ["name", "cluster_class", "backend", "connection", "description", "created_at"]
-        read_only_fields = ["created_at"]
+        fields = [
+            "name", "cluster_class", "backend", "connection", "description", "created_at",
+            "api_available", "api_unavailable_since", "api_error",
+        ]
+        read_only_fields = ["created_at", "api_available", "api_unavailable_since", "api_error"]
         # Uniqueness is checked by the model's full_clean in the service, in the same transaction.
         extra_kwargs = {"name": {"validators": []}}
 

@@ -26,7 +26,7 @@ from .serializers import CellTypeSerializer, ClusterSerializer, NodeSerializer, 
 
 CLUSTER_EXAMPLE = OpenApiExample("Cluster", response_only=True, value={
     "name": "local", "cluster_class": "production", "backend": "local", "description": "",
-    "created_at": "2026-12-01T09:00:00Z"})
+    "created_at": "2026-12-01T09:00:00Z", "api_available": True, "api_unavailable_since": None, "api_error": ""})
 CELL_TYPE_EXAMPLE = OpenApiExample("Cell type", response_only=True, value={
     "name": "A100-NODE", "child": "A100-SWITCH", "child_count": 4, "is_node_level": True, "gpu": 1, "cpu": 1.0,
     "memory_mb": 1024, "device_resource": "nvidia.com/gpu"})
@@ -38,7 +38,7 @@ NODE_EXAMPLE = OpenApiExample("Node", response_only=True, value={
     "updated_at": "2026-12-02T12:00:00Z"})
 
 CLUSTER_NAME = OpenApiParameter("cluster_name", OpenApiTypes.STR, OpenApiParameter.PATH, description="Cluster name")
-READ_ONLY = {"created_at", "updated_at"}
+READ_ONLY = {"created_at", "updated_at", "api_available", "api_unavailable_since", "api_error"}
 
 
 def inventory_schema(plural, singular, noun, example, *, in_cluster=True, writable=True):

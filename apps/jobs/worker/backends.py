@@ -9,7 +9,9 @@ clusters (:mod:`scheduler.backends.kubernetes`) connect as the row's ``connectio
   the worker, with its current context or the named one.
 
 Settings: ``PAI_KUBE_QPS``/``PAI_KUBE_BURST`` bound the client's request rate per
-cluster; ``PAI_KUBE_SKU_LABEL`` and ``PAI_KUBE_TOPOLOGY_LABELS`` name the node labels
+cluster; ``PAI_KUBE_RETRY_SECONDS`` is how long one call retries and
+``PAI_KUBE_CIRCUIT_SECONDS`` how long a cluster whose API stayed down is paused;
+``PAI_KUBE_SKU_LABEL`` and ``PAI_KUBE_TOPOLOGY_LABELS`` name the node labels
 that carry a node's SKU and topology; ``PAI_KUBE_ASSIGN_DEVICES`` makes pods get pai's
 device indices through ``NVIDIA_VISIBLE_DEVICES`` instead of a device-plugin limit.
 """
@@ -22,7 +24,7 @@ from apps.clusters.models import CellType, Node
 from apps.clusters.services import set_node_health
 from apps.tenants.models import Tenant
 from apps.virtualclusters.models import VirtualClusterCell
-from scheduler.backends.kubernetes import KubernetesBackend, LabelKeys, PodOptions, connect
+from scheduler.backends.kubernetes import Backoff, Circuit, KubernetesBackend, LabelKeys, PodOptions, connect
 from scheduler.backends.kubernetes.config import ConnectionFormatError
 from scheduler.backends.local import LocalBackend
 
@@ -90,9 +92,14 @@ def record_node(cluster, info):
         set_node_health(node, ready=info.ready, schedulable=info.schedulable)
 
 
-def kubernetes_backend(cluster):
+def kubernetes_backend(cluster, guard=None):
     try:
-        api = connect(cluster.connection, qps=settings.PAI_KUBE_QPS, burst=settings.PAI_KUBE_BURST)
+        api = connect(
+            cluster.connection, qps=settings.PAI_KUBE_QPS, burst=settings.PAI_KUBE_BURST,
+            backoff=Backoff.within(settings.PAI_KUBE_RETRY_SECONDS),
+            circuit=Circuit(cooldown=settings.PAI_KUBE_CIRCUIT_SECONDS, max_cooldown=6 * settings.PAI_KUBE_CIRCUIT_SECONDS),
+            guard=guard,
+        )
     except ConnectionFormatError as exc:
         raise ImproperlyConfigured(f"Cluster {cluster.name}: connection: {exc}") from exc
     resources = set(
@@ -113,9 +120,11 @@ def kubernetes_backend(cluster):
     )
 
 
-def backend_for(cluster):
+def backend_for(cluster, guard=None):
+    """The cluster's backend. `guard(write)` is asked before every request to the cluster's
+    API and raises to forbid it (the scheduler lease's fence)."""
     if cluster.backend == BackendKind.LOCAL:
         return LocalBackend(local_state_dir(cluster), local_nodes(cluster))
     if cluster.backend == BackendKind.KUBERNETES:
-        return kubernetes_backend(cluster)
+        return kubernetes_backend(cluster, guard)
     raise ImproperlyConfigured(f"Cluster {cluster.name}: unknown backend {cluster.backend!r}")

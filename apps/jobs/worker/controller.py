@@ -34,6 +34,7 @@ from scheduler import Allocation, Engine, GangRequest, PodPlacement, PodRequest
 from scheduler import exitcodes, lifecycle
 from scheduler.backends import (
     LABEL_JOB,
+    ClusterUnavailableError,
     CursorExpiredError,
     PermanentCreationError,
     PodConflictError,
@@ -47,6 +48,7 @@ from ..models import Job, JobAttempt, JobEvent, Task, TaskAttempt
 from . import launch
 from .bulk import bulk_set
 from .backends import backend_for, local_state_dir
+from .lease import LeaseLost
 
 log = logging.getLogger(__name__)
 
@@ -128,11 +130,17 @@ def _dt(value):
 
 
 class Controller:
-    """The leader's view of one cluster: its engine, its backend and the pod feed's cursor."""
+    """The leader's view of one cluster: its engine, its backend and the pod feed's cursor.
 
-    def __init__(self, cluster, backend=None):
+    With a `fence` (the scheduler lease, :class:`lease.Fence`), every step of a cycle and
+    every write to the cluster first checks that this process still holds the lease:
+    a deposed leader stops with :class:`lease.LeaseLost` before it writes.
+    """
+
+    def __init__(self, cluster, backend=None, fence=None):
         self.cluster = cluster
-        self.backend = backend or backend_for(cluster)
+        self.fence = fence
+        self.backend = backend or backend_for(cluster, guard=fence)
         self.engine = None
         self.config_digest = None
         self.cursor = None
@@ -143,6 +151,14 @@ class Controller:
         self._touched = set()
         self._cycles = 0
         self._configuration_fresh = False  # read in this cycle
+
+    def close(self):
+        """Release the backend's connections and threads (pods keep running)."""
+        self.backend.close()
+
+    def _guard(self, write=True):
+        if self.fence is not None:
+            self.fence.check(write)
 
     # -- configuration ---------------------------------------------------------------
 
@@ -203,12 +219,10 @@ class Controller:
         if full:
             self.refresh_configuration()
         self._cycles += 1
-        self.sync_node_health()
-        self.observe()
-        self.advance_jobs(full=full)
-        self.schedule(now)
-        self.create_missing_pods()
-        self.advance_jobs()
+        for step in (self.sync_node_health, self.observe, lambda: self.advance_jobs(full=full),
+                     lambda: self.schedule(now), self.create_missing_pods, self.advance_jobs):
+            self._guard(write=False)
+            step()
 
     # -- observing pods --------------------------------------------------------------
 
@@ -314,6 +328,8 @@ class Controller:
             return self.backend.read_log(name, tail_lines=exitcodes.LOG_TAIL_LINES)
         except PodNotFoundError:
             return ""  # never created: no log
+        except (LeaseLost, ClusterUnavailableError):
+            raise  # the cycle stops; the completion is seen again
         except Exception:  # a log that cannot be read only loses the pattern match
             log.exception("cannot read the log of %s", name)
             return ""
@@ -328,6 +344,8 @@ class Controller:
         for ta in task_attempts:
             try:
                 events = self.backend.read_events(ta.pod_name)
+            except (LeaseLost, ClusterUnavailableError):
+                raise
             except Exception:
                 log.exception("cannot read the events of %s", ta.pod_name)
                 continue
@@ -564,6 +582,7 @@ class Controller:
         return "\n".join(lines)
 
     def _delete_pod(self, name, uid):
+        self._guard()
         try:
             return self.backend.delete_pod(name, uid=uid or None)
         except PodConflictError:
@@ -772,6 +791,7 @@ class Controller:
                 # a failed call cut short.
                 if ta.completed_at or (ta.pod_uid and (ta.started_at or not spec.secrets)):
                     continue
+                self._guard()
                 try:
                     observation = self.backend.create_pod(spec)
                 except TransientCreationError as exc:

@@ -1,4 +1,12 @@
-"""The scheduler loop: while this process holds the lease, run a cycle per cluster every tick."""
+"""The scheduler loop: while this process holds the lease, run a cycle per cluster every tick.
+
+A controller is dropped when its cycle fails (its state is rebuilt from the database the
+next tick), when its cluster's backend or connection changes, when its cluster is
+deleted and when the lease is lost; a dropped controller's backend is always closed, so
+that no watch thread or connection outlives it. A cluster whose API is unavailable is
+not dropped but paused (its backend's circuit decides for how long); the other clusters
+go on, and the cluster's row shows the outage (`Cluster.api_*`).
+"""
 
 import logging
 import time
@@ -6,6 +14,8 @@ import time
 from django.db import close_old_connections
 
 from apps.clusters.models import Cluster
+from apps.clusters.services import record_api_status
+from scheduler.backends import ClusterUnavailableError
 
 from . import lease
 from .controller import Controller
@@ -24,7 +34,7 @@ def run_scheduler(*, duration=None, tick=DEFAULT_TICK, holder=None, once=False, 
     the database the next time it leads. `handover()` runs just before a leader that is
     done gives the lease up, so that a successor can be started without a gap.
     """
-    holder = holder or lease.new_holder_id()
+    fence = lease.Fence(holder or lease.new_holder_id())
     controllers = {}
     started = time.monotonic()
     deadline = None if duration is None else started + duration
@@ -32,12 +42,17 @@ def run_scheduler(*, duration=None, tick=DEFAULT_TICK, holder=None, once=False, 
     try:
         while True:
             close_old_connections()
-            leading = lease.acquire(holder)
+            leading = fence.hold()
             if leading:
-                run_cycles(controllers)
+                try:
+                    run_cycles(controllers, fence)
+                except lease.LeaseLost as exc:
+                    log.warning("%s; standing by", exc)
+                    leading = False
+                    drop_all(controllers)
             elif controllers:
                 log.warning("lost the scheduler lease to %s; standing by", lease.current_holder())
-                controllers.clear()
+                drop_all(controllers)
             now = time.monotonic()
             if once or (deadline is not None and now >= deadline) or (stop and stop()):
                 return leading
@@ -48,23 +63,61 @@ def run_scheduler(*, duration=None, tick=DEFAULT_TICK, holder=None, once=False, 
         if leading and handover is not None:
             handover()
         if controllers:
-            lease.release(holder)
-        for controller in controllers.values():
-            controller.backend.close()
+            lease.release(fence.holder)
+        drop_all(controllers)
 
 
-def run_cycles(controllers):
-    for cluster in Cluster.objects.order_by("name"):
+def drop(controllers, key):
+    controller = controllers.pop(key, None)
+    if controller is not None:
+        controller.close()
+
+
+def drop_all(controllers):
+    for key in list(controllers):
+        drop(controllers, key)
+
+
+def _connection_of(cluster):
+    return (cluster.backend, cluster.connection)
+
+
+def run_cycles(controllers, fence=None):
+    clusters = list(Cluster.objects.order_by("name"))
+    for key in set(controllers) - {cluster.pk for cluster in clusters}:
+        drop(controllers, key)
+    for cluster in clusters:
         controller = controllers.get(cluster.pk)
-        if controller is None or controller.cluster.backend != cluster.backend:
+        if controller is not None and _connection_of(controller.cluster) != _connection_of(cluster):
+            drop(controllers, cluster.pk)
+            controller = None
+        if controller is None:
             try:
-                controller = controllers[cluster.pk] = Controller(cluster)
+                controller = controllers[cluster.pk] = Controller(cluster, fence=fence)
             except Exception:
                 log.exception("cluster %s: cannot start its backend", cluster.name)
                 continue
         try:
-            controller.run_cycle()
+            availability = run_cycle_unless_paused(controller)
+        except lease.LeaseLost:
+            raise
         except Exception:
             # One cluster's failure must not stop the others; its state is rebuilt next tick.
             log.exception("cluster %s: cycle failed", cluster.name)
-            controllers.pop(cluster.pk, None)
+            drop(controllers, cluster.pk)
+            continue
+        record_api_status(cluster, availability)
+
+
+def run_cycle_unless_paused(controller, now=None):
+    """Run one cycle unless the cluster's API is unavailable and not due for a probe; a
+    cycle cut short by the API is paused, not failed. Returns the API's availability."""
+    availability = controller.backend.availability()
+    if availability.available or availability.retry_in <= 0:
+        try:
+            controller.run_cycle(now)
+        except ClusterUnavailableError as exc:
+            # What the controller knows stays valid: keep it, and try again later.
+            log.warning("cluster %s: %s; paused", controller.cluster.name, exc)
+        availability = controller.backend.availability()
+    return availability

@@ -20,9 +20,12 @@ keep in-memory caches plus a change feed; everything else runs on the caller's t
   secret and the storage claims exist, then creates the pod, then the Secret of its
   secret files (owned by the pod, mounted read-only at ``SECRETS_MOUNT_PATH``; see
   ``_ensure_task_secret`` for why in that order). 409 AlreadyExists returns
-  the existing pod; quota and admission-webhook refusals and an unreachable API are
+  the existing pod; quota and admission-webhook refusals are
   :class:`TransientCreationError`; an invalid pod (400/422) or an unknown node is
   :class:`PermanentCreationError`.
+- **An unreachable API**: every method raises :class:`ClusterUnavailableError` once the
+  client's retries (~30 s) are spent or while its circuit is open; ``availability()``
+  says which (see :mod:`.client`).
 - **Logs** come from the pod log endpoint: Kubernetes keeps one interleaved stream, so
   ``stdout`` and ``stderr`` both answer it.
 """
@@ -30,6 +33,7 @@ keep in-memory caches plus a change feed; everything else runs on the caller's t
 from __future__ import annotations
 
 import bisect
+import functools
 import json
 import logging
 import threading
@@ -42,7 +46,9 @@ from kubernetes.watch.watch import iter_resp_lines
 from ...spec import PRIORITY_CLASSES
 from ..base import (
     MAX_SECRETS_BYTES,
+    Availability,
     ClusterBackend,
+    ClusterUnavailableError,
     CursorExpiredError,
     LogStream,
     NodeInfo,
@@ -63,6 +69,20 @@ from .manifests import LabelKeys, PodOptions
 log = logging.getLogger(__name__)
 
 NamespaceQuota = Callable[[str], "dict[str, str] | None"]
+
+
+def _calls_api(method):
+    """An API that stays unavailable through a call's retries (or an open circuit) is the
+    interface's ClusterUnavailableError, whatever the call."""
+
+    @functools.wraps(method)
+    def wrapper(*args, **kwargs):
+        try:
+            return method(*args, **kwargs)
+        except Unavailable as exc:
+            raise ClusterUnavailableError(f"the Kubernetes API is unavailable: {exc.message}") from exc
+
+    return wrapper
 
 
 class _Watcher:
@@ -290,18 +310,21 @@ class KubernetesBackend(ClusterBackend):
 
     # -- ClusterBackend --------------------------------------------------------------
 
+    @_calls_api
     def list_nodes(self) -> list[NodeInfo]:
         self._ensure_started()
         self._deliver_node_changes()
         with self._lock:
             return [self._nodes[name] for name in sorted(self._nodes)]
 
+    @_calls_api
     def cursor(self) -> str:
         self._ensure_started()
         self._catch_up()
         with self._lock:
             return str(max(self._seen, self._floor))
 
+    @_calls_api
     def poll(self, since: str | None = None) -> list[PodObservation]:
         self._ensure_started()
         self._catch_up()
@@ -318,12 +341,14 @@ class KubernetesBackend(ClusterBackend):
             start = bisect.bisect_right(self._feed_versions, version)
             return self._feed[start:]
 
+    @_calls_api
     def list_pods(self, selector: dict[str, str] | None = None) -> list[PodObservation]:
         self._ensure_started()
         wanted = [manifests.POD_SELECTOR] + [f"{k}={v}" for k, v in sorted((selector or {}).items())]
         items, _version = self.api.list_pods(",".join(wanted))
         return sorted((manifests.observation(item) for item in items), key=lambda o: o.name)
 
+    @_calls_api
     def create_pod(self, spec: PodSpec) -> PodObservation:
         if not is_valid_pod_name(spec.name):
             raise PermanentCreationError(f"pod name {spec.name!r} is not a DNS label of at most 63 characters")
@@ -350,8 +375,8 @@ class KubernetesBackend(ClusterBackend):
                     raise TransientCreationError(f"pod {spec.name} is still being deleted") from exc
             if spec.secrets:
                 self._ensure_task_secret(spec, created, made)
-        except Unavailable as exc:
-            raise TransientCreationError(f"the Kubernetes API is unavailable: {exc.message}") from exc
+        except Unavailable:
+            raise
         except KubeError as exc:
             raise _creation_error(spec, exc) from exc
         with self._lock:
@@ -359,6 +384,7 @@ class KubernetesBackend(ClusterBackend):
             self._written = max(self._written, int(created["metadata"]["resourceVersion"]))
         return manifests.observation(created)
 
+    @_calls_api
     def delete_pod(self, name: str, uid: str | None = None, grace_seconds: float | None = None) -> bool:
         namespace = self._find_namespace(name)
         if namespace is None:
@@ -374,6 +400,7 @@ class KubernetesBackend(ClusterBackend):
             raise
         return True
 
+    @_calls_api
     def read_log(self, name: str, tail_lines: int | None = None, stream: LogStream = "all") -> str:
         namespace = self._find_namespace(name)
         if namespace is None:
@@ -387,6 +414,7 @@ class KubernetesBackend(ClusterBackend):
                 return ""
             raise
 
+    @_calls_api
     def read_events(self, name: str) -> list[PodEvent]:
         namespace = self._find_namespace(name)
         if namespace is None:
@@ -397,12 +425,19 @@ class KubernetesBackend(ClusterBackend):
         events.sort(key=lambda pair: (pair[0].at is None, pair[0].at, pair[1]))
         return [e for e, _version in events]
 
+    @_calls_api
     def forget_pod(self, name: str) -> None:
         # Kubernetes keeps nothing of a deleted pod (its log and events go with it).
         if self._server_namespace(name) is not None:
             raise PodConflictError(f"pod {name} is not deleted yet")
         with self._lock:
             self._namespace_of.pop(name, None)
+
+    def availability(self) -> Availability:
+        circuit = self.api.circuit
+        if not circuit.is_open:
+            return Availability()
+        return Availability(False, circuit.reason, circuit.since, circuit.seconds_left())
 
     def close(self) -> None:
         self._stop.set()

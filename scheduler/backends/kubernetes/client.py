@@ -1,18 +1,32 @@
-"""The backend's only door to the Kubernetes API: rate limit, retries, and the list of calls.
+"""The backend's only door to the Kubernetes API: rate limit, retries, a circuit, the list of calls.
 
-Every request goes through :class:`KubeApi`: it waits on a token bucket (bounded QPS and
-burst per cluster), retries 429/5xx answers and network failures with bounded
-exponential backoff, and names the RBAC call it makes (``API_CALLS`` is the one place
-listing them; the Helm chart's ClusterRole must grant exactly these). Objects travel as
-plain dicts (``_preload_content=False``): deserialising into the client's models costs
-milliseconds per object, which a 1,000-node inventory or a busy watch cannot afford.
+Every request goes through :class:`KubeApi`:
+
+- it waits on a token bucket (bounded QPS and burst per cluster);
+- it retries 429/5xx answers and network failures with exponential backoff and jitter
+  for up to ``Backoff.budget`` seconds (~30 s: an API server restart or an etcd election
+  passes inside one call), honouring a ``Retry-After`` up to a bound;
+- a call that fails through its whole budget opens the cluster's :class:`Circuit`: for a
+  cool-down every call fails at once (:class:`Unavailable`) instead of waiting out its
+  own budget, so the worker pauses that cluster and goes on with the others; then one
+  call probes, and a success closes the circuit;
+- before each attempt it asks the caller's ``guard`` (the worker's lease: a deposed
+  leader must not write) and reports each attempt to the ``observer`` (metrics);
+- it names the RBAC call it makes (``API_CALLS`` is the one place listing them; the
+  Helm chart's ClusterRole must grant exactly these).
+
+Objects travel as plain dicts (``_preload_content=False``): deserialising into the
+client's models costs milliseconds per object, which a 1,000-node inventory or a busy
+watch cannot afford.
 """
 
 from __future__ import annotations
 
 import json
+import random
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import urllib3
@@ -40,9 +54,17 @@ API_CALLS: frozenset[tuple[str, str, str]] = frozenset({
     ("scheduling.k8s.io", "priorityclasses", "create"),
     ("scheduling.k8s.io", "priorityclasses", "get"),
 })
+# Verbs that change the cluster: the guard may forbid them.
+WRITE_VERBS = frozenset({"create", "delete", "deletecollection", "patch", "update"})
 
 RETRIED_STATUSES = frozenset({429, 500, 502, 503, 504})
 NETWORK_ERRORS = (urllib3.exceptions.HTTPError, ConnectionError, TimeoutError)
+
+# observer(resource, verb, outcome): outcome is "ok", the HTTP status ("409"), "network",
+# or "circuit-open" for a call the open circuit refused without sending it.
+Observer = Callable[[str, str, str], None]
+# guard(write): raises to forbid the request about to be sent (a write when `write`).
+Guard = Callable[[bool], None]
 
 
 class TokenBucket:
@@ -72,18 +94,72 @@ class TokenBucket:
 
 @dataclass(frozen=True)
 class Backoff:
-    """Retries of one call: ``attempts`` tries in all, waits ``base * 2**n`` capped at ``cap``
-    (a 429's Retry-After when longer, still capped)."""
+    """Retries of one call: the n-th wait is ``base * 2**n`` capped at ``cap``, half of it
+    drawn at random (so that the clients of a restarted API server do not come back in
+    step), and a 429/503's Retry-After is waited at least, up to ``retry_after_cap``. The
+    call gives up once the next wait would end more than ``budget`` seconds after its
+    first try."""
 
-    attempts: int = 5
-    base: float = 0.05
-    cap: float = 2.0
+    base: float = 0.2
+    cap: float = 5.0
+    budget: float = 30.0
+    retry_after_cap: float = 10.0
 
-    def delay(self, retry: int, retry_after: float | None = None) -> float:
-        wait = min(self.cap, self.base * (2**retry))
+    @classmethod
+    def within(cls, budget: float) -> Backoff:
+        """The default shape scaled to a budget: 30 s gives the defaults."""
+        return cls(base=budget / 150, cap=budget / 6, budget=budget, retry_after_cap=budget / 3)
+
+    def delay(self, retry: int, retry_after: float | None = None, draw: Callable[[], float] = random.random) -> float:
+        step = min(self.cap, self.base * (2 ** min(retry, 30)))
+        wait = step / 2 + draw() * step / 2
         if retry_after:
-            wait = min(self.cap, max(wait, retry_after))
+            wait = max(wait, min(self.retry_after_cap, retry_after))
         return wait
+
+
+class Circuit:
+    """Whether a cluster's API is worth calling. Closed: calls go out. A call that failed
+    through its whole retry budget opens it: calls are refused for ``cooldown`` seconds
+    (doubling while probes keep failing, up to ``max_cooldown``); then calls go out again
+    as probes, and the first success closes it."""
+
+    def __init__(self, cooldown: float = 10.0, max_cooldown: float = 60.0, clock=time.monotonic, wall=time.time):
+        self.cooldown, self.max_cooldown = cooldown, max_cooldown
+        self._clock, self._wall = clock, wall
+        self._lock = threading.Lock()
+        self._open_until: float | None = None
+        self._wait = cooldown
+        self.reason = ""
+        self.since: float | None = None  # wall-clock time it opened (for the status shown)
+
+    @property
+    def is_open(self) -> bool:
+        """Open, whether or not the cool-down is over (a probe has not succeeded yet)."""
+        return self._open_until is not None
+
+    def allows(self) -> bool:
+        with self._lock:
+            return self._open_until is None or self._clock() >= self._open_until
+
+    def seconds_left(self) -> float:
+        with self._lock:
+            return 0.0 if self._open_until is None else max(0.0, self._open_until - self._clock())
+
+    def success(self) -> None:
+        if self._open_until is None:
+            return
+        with self._lock:
+            self._open_until, self._wait, self.reason, self.since = None, self.cooldown, "", None
+
+    def failure(self, reason: str) -> None:
+        with self._lock:
+            if self._open_until is None:
+                self._wait, self.since = self.cooldown, self._wall()
+            else:
+                self._wait = min(self.max_cooldown, self._wait * 2)
+            self._open_until = self._clock() + self._wait
+            self.reason = reason
 
 
 class KubeError(Exception):
@@ -106,7 +182,8 @@ class KubeError(Exception):
 
 
 class Unavailable(KubeError):
-    """The API could not be reached or kept failing (5xx, 429, timeouts) through every retry."""
+    """The API could not be reached or kept failing (5xx, 429, timeouts) through a call's
+    whole retry budget, or the circuit is open."""
 
     def __init__(self, message: str):
         super().__init__(0, "Unavailable", message)
@@ -123,35 +200,70 @@ class KubeApi:
     """The calls the backend makes, as dicts; see the module docstring."""
 
     def __init__(self, api_client: k8s.ApiClient, *, qps: float = 50.0, burst: int = 100,
-                 backoff: Backoff = Backoff(), timeout: tuple[float, float] = (5.0, 30.0)):
+                 backoff: Backoff = Backoff(), timeout: tuple[float, float] = (5.0, 30.0),
+                 circuit: Circuit | None = None, observer: Observer | None = None, guard: Guard | None = None,
+                 sleep: Callable[[float], None] = time.sleep):
         self.api_client = api_client
         self.core = k8s.CoreV1Api(api_client)
         self.scheduling = k8s.SchedulingV1Api(api_client)
         self.bucket = TokenBucket(qps, burst)
         self.backoff = backoff
         self.timeout = timeout
+        self.circuit = circuit or Circuit()
+        self.observer = observer
+        self.guard = guard
+        self._sleep = sleep
         self.retries = 0  # how many retries were needed so far (for tests and metrics)
 
     # -- plumbing --------------------------------------------------------------------
 
+    def _observe(self, call: tuple[str, str, str], outcome: str):
+        if self.observer is not None:
+            self.observer(call[1], call[2], outcome)
+
     def _raw(self, call: tuple[str, str, str], fn, *args, **kwargs):
         assert call in API_CALLS, f"{call} is not in API_CALLS"
         kwargs.setdefault("_request_timeout", self.timeout)
-        last = ""
-        for attempt in range(self.backoff.attempts):
+        write = call[2] in WRITE_VERBS
+        started = time.monotonic()
+        retry, last = 0, ""
+        while True:
+            if not self.circuit.allows():
+                self._observe(call, "circuit-open")
+                raise Unavailable(
+                    f"{call[1]} {call[2]}: not sent, the API has been unavailable ({self.circuit.reason}); "
+                    f"next try in {self.circuit.seconds_left():.0f} s"
+                )
+            if self.guard is not None:
+                self.guard(write)
             self.bucket.take()
             try:
-                return fn(*args, _preload_content=False, **kwargs)
+                response = fn(*args, _preload_content=False, **kwargs)
             except ApiException as exc:
+                # The client's frames in the traceback hold the answer's connection, out of
+                # the pool: let them go, or a logged error keeps a socket open.
+                exc.__traceback__ = None
+                self._observe(call, str(exc.status))
                 if exc.status not in RETRIED_STATUSES:
+                    self.circuit.success()  # it answered: it is up
                     raise KubeError.from_exception(exc) from exc
                 last, retry_after = f"{exc.status} {exc.reason}", _retry_after(exc)
             except NETWORK_ERRORS as exc:
+                self._observe(call, "network")
                 last, retry_after = f"{type(exc).__name__}: {exc}", None
-            if attempt + 1 < self.backoff.attempts:
-                self.retries += 1
-                time.sleep(self.backoff.delay(attempt, retry_after))
-        raise Unavailable(f"{call[1]} {call[2]} failed {self.backoff.attempts} times; last: {last}")
+            else:
+                self._observe(call, "ok")
+                self.circuit.success()
+                return response
+            wait = self.backoff.delay(retry, retry_after)
+            elapsed = time.monotonic() - started
+            if elapsed + wait > self.backoff.budget:
+                message = f"{call[1]} {call[2]} failed for {elapsed:.1f} s ({retry + 1} tries); last: {last}"
+                self.circuit.failure(message)
+                raise Unavailable(message)
+            retry += 1
+            self.retries += 1
+            self._sleep(wait)
 
     def _json(self, call, fn, *args, **kwargs) -> dict:
         response = self._raw(call, fn, *args, **kwargs)

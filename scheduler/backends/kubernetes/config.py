@@ -9,10 +9,13 @@ Formats (the Cluster row's ``connection``):
 
 from __future__ import annotations
 
+import os
+import socket
+
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
-from .client import Backoff, KubeApi
+from .client import KubeApi
 
 IN_CLUSTER = "in-cluster"
 KUBECONFIG_PREFIX = "kubeconfig:"
@@ -37,9 +40,14 @@ def parse(connection: str) -> tuple[str, str | None, str | None]:
     )
 
 
-def connect(connection: str, *, qps: float = 50.0, burst: int = 100, backoff: Backoff = Backoff()) -> KubeApi:
-    """One API client for one cluster. urllib3's own retries are off: :class:`KubeApi`
-    retries with its own bounded backoff and sees every 429 and 5xx."""
+def user_agent() -> str:
+    """Names this process in the API server's audit log: which worker made a call."""
+    return f"pai-worker ({socket.gethostname()}; pid {os.getpid()})"
+
+
+def connect(connection: str, **options) -> KubeApi:
+    """One API client for one cluster (``options``: :class:`KubeApi`'s). urllib3's own
+    retries are off: :class:`KubeApi` retries with its own backoff and sees every 429 and 5xx."""
     kind, path, context = parse(connection)
     configuration = k8s.Configuration()
     if kind == IN_CLUSTER:
@@ -47,4 +55,6 @@ def connect(connection: str, *, qps: float = 50.0, burst: int = 100, backoff: Ba
     else:
         k8s_config.load_kube_config(config_file=path, context=context, client_configuration=configuration)
     configuration.retries = False
-    return KubeApi(k8s.ApiClient(configuration), qps=qps, burst=burst, backoff=backoff)
+    api_client = k8s.ApiClient(configuration)
+    api_client.user_agent = user_agent()
+    return KubeApi(api_client, **options)
