@@ -23,6 +23,8 @@ def kube_threads():
     return sorted(t.name for t in threading.enumerate() if t.name.startswith("pai-kube-"))
 
 
+# The loop closes old database connections between passes, as a worker process does.
+@pytest.mark.django_db(transaction=True)
 def test_every_dropped_controller_closes_its_threads_and_connections(world, kube_cluster, kube_server, settings):
     settings.PAI_SCHEDULER_LEASE_SECONDS = 60
     samples = []
@@ -78,6 +80,7 @@ def second_cluster(world):
     return cluster
 
 
+@pytest.mark.django_db(transaction=True)
 def test_a_cluster_whose_api_is_down_is_paused_and_shown_while_others_go_on(
     world, kube_cluster, kube_server, second_cluster, submit, settings
 ):
