@@ -238,8 +238,10 @@ class KubeServer:
         self.token = token
         self._cond = threading.Condition(threading.RLock())
         self._objects = {plural: {} for plural in RESOURCES}
-        self._usage = {}
+        self._usage = {}  # namespace -> priority class -> quota key -> total
         self._usage_by_uid = {}
+        # Events by involvedObject.name: an event list for one object need not scan them all.
+        self._events_by_object = {}
         # The garbage collector's graph: owner uid → {(plural, key)} of the objects naming it.
         self._dependents = {}
         self._rv = 0
@@ -348,6 +350,8 @@ class KubeServer:
         if resource.plural == "pods":
             self._track_usage(old, None if event_type == "DELETED" else obj)
         self._index_owners(resource, key, store.get(key), None if event_type == "DELETED" else obj)
+        if resource.plural == "events":
+            self._index_event(key, store.get(key), None if event_type == "DELETED" else obj)
         if event_type == "DELETED":
             store.pop(key, None)
         else:
@@ -359,6 +363,30 @@ class KubeServer:
             del self._history[:drop]
         self._cond.notify_all()
         return obj
+
+    def _index_event(self, key, previous, current):
+        for obj, add in ((previous, False), (current, True)):
+            name = ((obj or {}).get("involvedObject") or {}).get("name")
+            if name is None:
+                continue
+            if add:
+                self._events_by_object.setdefault(name, set()).add(key)
+            else:
+                keys = self._events_by_object.get(name, set())
+                keys.discard(key)
+                if not keys:
+                    self._events_by_object.pop(name, None)
+
+    def _indexed(self, resource, query):
+        """The stored objects a list can only be among: for an event list whose field
+        selector names an involved object, that object's events; otherwise all of them."""
+        store = self._objects[resource.plural]
+        if resource.plural == "events":
+            fields = parse_field_selector(query.get("fieldSelector", ""), resource.fields)
+            named = [value for field, op, value in fields if field == "involvedObject.name" and op == "="]
+            if named:
+                return sorted((key, store[key]) for key in self._events_by_object.get(named[0], ()))
+        return sorted(store.items())
 
     def _require_namespace(self, namespace):
         if self._key(RESOURCES["namespaces"], None, namespace) not in self._objects["namespaces"]:
@@ -568,19 +596,25 @@ class KubeServer:
         return pod is not None and (pod.get("status") or {}).get("phase") not in TERMINAL_PHASES
 
     def _track_usage(self, old, new):
-        """Keep each namespace's running totals over its non-terminal pods, so admission
-        costs the same with ten pods or ten thousand."""
+        """Keep each namespace's running totals over its non-terminal pods, by priority
+        class, so that admission and quota status cost the same with ten pods or ten
+        thousand (a quota's scope selects priority classes)."""
         for pod, sign in ((old, -1), (new, 1)):
             if self._counts_against_quota(pod):
-                totals = self._usage.setdefault(pod["metadata"]["namespace"], {})
+                by_class = self._usage.setdefault(pod["metadata"]["namespace"], {})
+                totals = by_class.setdefault((pod.get("spec") or {}).get("priorityClassName"), {})
                 for name, value in self._pod_usage(pod).items():
                     totals[name] = totals.get(name, Decimal(0)) + sign * value
 
     @staticmethod
     def _quota_selects(quota, pod):
         """Whether a pod is in the quota's scope; of the scopes only `PriorityClass` is served."""
+        return KubeServer._scope_selects(quota, (pod.get("spec") or {}).get("priorityClassName"))
+
+    @staticmethod
+    def _scope_selects(quota, value):
+        """Whether pods of priority class `value` are in the quota's scope."""
         expressions = ((quota.get("spec") or {}).get("scopeSelector") or {}).get("matchExpressions") or []
-        value = (pod.get("spec") or {}).get("priorityClassName")
         for expression in expressions:
             if expression.get("scopeName") != "PriorityClass":
                 continue
@@ -593,12 +627,10 @@ class KubeServer:
 
     def _quota_totals(self, namespace, quota):
         """Usage of the namespace's non-terminal pods the quota covers."""
-        if not ((quota.get("spec") or {}).get("scopeSelector") or {}).get("matchExpressions"):
-            return self._usage.get(namespace, {})
         totals = {}
-        for (ns, _name), pod in self._objects["pods"].items():
-            if ns == namespace and self._counts_against_quota(pod) and self._quota_selects(quota, pod):
-                for name, value in self._pod_usage(pod).items():
+        for class_name, usage in self._usage.get(namespace, {}).items():
+            if self._scope_selects(quota, class_name):
+                for name, value in usage.items():
                     totals[name] = totals.get(name, Decimal(0)) + value
         return totals
 
@@ -978,7 +1010,7 @@ class KubeServer:
                 )
             if exact and wanted < self._rv:
                 return self._state_at(resource, wanted, namespace, matches), wanted
-        items = [obj for _, obj in sorted(self._objects[resource.plural].items()) if matches(obj, namespace)]
+        items = [obj for _, obj in self._indexed(resource, query) if matches(obj, namespace)]
         return items, self._rv
 
     def _state_at(self, resource, rv, namespace, matches):
@@ -1119,8 +1151,8 @@ class KubeServer:
             updated = clone(old)
             updated["spec"]["nodeName"] = node
             self._set_condition(updated, "PodScheduled", "True")
-            obj = self._commit(resource, self._key(resource, namespace, name), updated, "MODIFIED", old=old)
-            self._record_pod_event(obj, "Scheduled", f"Successfully assigned {namespace}/{name} to {node}", component="default-scheduler")
+            # No Scheduled event: the API server writes none for a binding (kube-scheduler does).
+            self._commit(resource, self._key(resource, namespace, name), updated, "MODIFIED", old=old)
         return {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}
 
     def _log(self, namespace, name, query):

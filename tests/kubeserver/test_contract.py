@@ -521,6 +521,32 @@ def test_watch_across_namespaces_and_of_nodes(kube_server, core, ns):
     assert (ready.status, ready.reason) == ("False", "KubeletNotReady")
 
 
+def test_watch_of_pod_events_across_namespaces(kube_server, core, ns, node):
+    """What a controller keeping pods' events in memory watches: every namespace, events
+    about pods only, as kubelets and controllers write them."""
+    start = core.list_event_for_all_namespaces().metadata.resource_version
+    core.create_namespace({"metadata": {"name": "team-b"}})
+    core.create_namespaced_pod(ns, pod_body("a", node=node))
+    core.create_namespaced_pod("team-b", pod_body("b", node=node))
+    kube_server.run_pod("team-b", "b")
+    core.create_namespaced_event(ns, {
+        "metadata": {"name": "n1"}, "involvedObject": {"kind": "Node", "name": node}, "reason": "Rebooted", "message": "x",
+    })
+    events = events_of(watch.Watch(), core.list_event_for_all_namespaces, resource_version=start, timeout_seconds=5,
+                       field_selector="involvedObject.kind=Pod", count=3)
+    assert [(t, e.involved_object.namespace, e.involved_object.name, e.reason) for t, e in events] == [
+        ("ADDED", "team-b", "b", "Pulled"), ("ADDED", "team-b", "b", "Created"), ("ADDED", "team-b", "b", "Started"),
+    ]
+
+
+def test_a_deleted_namespace_takes_its_events_out_of_the_lists_by_object(kube_server, core, ns, node):
+    core.create_namespaced_pod(ns, pod_body("a", node=node))
+    kube_server.run_pod(ns, "a")
+    assert core.list_event_for_all_namespaces(field_selector="involvedObject.name=a").items
+    core.delete_namespace(ns)
+    assert core.list_event_for_all_namespaces(field_selector="involvedObject.name=a").items == []
+
+
 def test_watch_timeout_ends_the_stream_and_bookmarks_are_accepted(core, ns):
     began = time.monotonic()
     events = events_of(watch.Watch(), core.list_namespaced_pod, ns, resource_version="1", timeout_seconds=1, allow_watch_bookmarks=True)
@@ -769,6 +795,8 @@ def test_binding_sets_the_node_and_answers_a_status(kube_server, core, ns, node)
     pod = core.read_namespaced_pod("a", ns)
     assert pod.spec.node_name == node
     assert any(c.type == "PodScheduled" and c.status == "True" for c in pod.status.conditions)
+    # The API server writes no event for a binding: kube-scheduler writes "Scheduled".
+    assert core.list_namespaced_event(ns, field_selector="involvedObject.name=a").items == []
     with pytest.raises(ApiException) as exc:
         core.create_namespaced_pod_binding("a", ns, body, _preload_content=False)
     assert exc.value.status == 409 and "already assigned to node" in status_of(exc.value)["message"]
@@ -869,6 +897,14 @@ def test_a_quota_scoped_to_priority_classes_counts_only_their_pods(kube_server, 
     with pytest.raises(ApiException) as exc:
         core.create_namespaced_pod(ns, prioritised("d", "high", 1))
     assert exc.value.status == 403 and "exceeded quota: q" in status_of(exc.value)["message"]
+    assert core.read_namespaced_resource_quota("q", ns).status.used == {"requests.nvidia.com/gpu": "2"}
+    # The totals follow pods ending and going: a terminal pod no longer counts.
+    kube_server.run_pod(ns, "a")
+    kube_server.finish_pod(ns, "a", 0)
+    assert core.read_namespaced_resource_quota("q", ns).status.used == {"requests.nvidia.com/gpu": "0"}
+    core.create_namespaced_pod(ns, prioritised("d", "high", 2))
+    core.delete_namespaced_pod("d", ns, grace_period_seconds=0)
+    core.create_namespaced_pod(ns, prioritised("e", "high", 2))
     assert core.read_namespaced_resource_quota("q", ns).status.used == {"requests.nvidia.com/gpu": "2"}
 
 
