@@ -295,10 +295,39 @@ def test_logs_and_events_of_a_pod(kube_server, backend):
     kube_server.set_pod_log("pai-team-x", created.name, "a\nb\nc\n")
     assert backend.read_log(created.name, tail_lines=2) == "b\nc\n"
     kube_server.record_event("pai-team-x", created.name, "Killing", "Stopping container main", event_type="Warning")
-    events = backend.read_events(created.name)
+    events = eventually(lambda: len(backend.read_events(created.name)) == 4 and backend.read_events(created.name))
     assert [e.reason for e in events][:3] == ["Pulled", "Created", "Started"]
     assert (events[-1].reason, events[-1].type) == ("Killing", "Warning")
     assert backend.read_events("pai-never-was-0-0-0") == []
+
+
+def test_events_come_from_one_watch_kept_within_bounds(kube_server):
+    kube_server.add_node("gpu-node-1", gpus=4)
+    kube_server.create_object("namespaces", {"metadata": {"name": "elsewhere"}})
+    backend = make_backend(kube_server, events_limit=8, events_per_pod=3)
+    try:
+        pods = [backend.create_pod(spec(i)) for i in range(3)]
+        kube_server.run_pod(NS, pods[0].name)  # Pulled, Created, Started
+        kube_server.record_event(NS, pods[0].name, "Killing", "Stopping container main")
+        # At most three per pod: the oldest goes.
+        eventually(lambda: [e.reason for e in backend.read_events(pods[0].name)] == ["Created", "Started", "Killing"])
+        # A pod outside pai's namespaces: its events are not kept.
+        kube_server.create_object("pods", {"metadata": {"name": pods[0].name}, "spec": {
+            "nodeName": "gpu-node-1", "containers": [{"name": "main", "image": "busybox"}]}}, namespace="elsewhere")
+        kube_server.run_pod("elsewhere", pods[0].name)
+        for pod in pods[1:]:
+            kube_server.run_pod(NS, pod.name)
+        eventually(lambda: [e.reason for e in backend.read_events(pods[2].name)] == ["Pulled", "Created", "Started"])
+        # At most eight in all: the first pod's go.
+        assert backend.read_events(pods[0].name) == []
+        assert [e.reason for e in backend.read_events(pods[1].name)] == ["Pulled", "Created", "Started"]
+        events_calls = kube_server.count_requests("GET", r"/events")
+        for pod in pods:
+            backend.read_events(pod.name)
+        assert kube_server.count_requests("GET", r"/events") == events_calls
+        assert kube_server.count_requests("GET", r"^/api/v1/events$") == events_calls  # the list and the watch, no more
+    finally:
+        backend.close()
     with pytest.raises(PodNotFoundError):
         backend.read_log("pai-never-was-0-0-0")
 

@@ -91,6 +91,9 @@ def test_a_two_role_job_succeeds_with_pods_shaped_for_its_placement(world, drive
     assert job.app_exit_code == 0
     assert drive.backend.read_log(worker0["metadata"]["name"]) == f"hello from {worker0['metadata']['name']}\n"
     assert {"Started", "Pulled"} <= set(JobEvent.objects.filter(task_attempt=ta).values_list("reason", flat=True))
+    # Events came from the events watch: no request asked for one pod's events.
+    event_requests = [query for method, path, query, _status in list(kube_server.requests) if path.endswith("/events")]
+    assert event_requests and not [q for q in event_requests if "involvedObject.name" in q.get("fieldSelector", "")]
 
 
 def test_a_failing_task_fails_the_job_and_stops_the_others(world, drive, kubelet, submit):

@@ -1,7 +1,8 @@
 """The Kubernetes backend: pai's pods as Kubernetes pods, bound to their placed nodes.
 
-Two watches (pods with pai's owner label, and nodes) run on threads of their own and
-keep in-memory caches plus a change feed; everything else runs on the caller's thread.
+Three watches (pods with pai's owner label, nodes, and events about pods) run on threads
+of their own and keep in-memory caches plus a change feed; everything else runs on the
+caller's thread.
 
 - **Change feed.** Every pod watch event becomes one :class:`PodObservation` in an
   ordered feed keyed by the pod's resourceVersion (the server's global counter), so a
@@ -26,6 +27,11 @@ keep in-memory caches plus a change feed; everything else runs on the caller's t
 - **An unreachable API**: every method raises :class:`ClusterUnavailableError` once the
   client's retries (~30 s) are spent or while its circuit is open; ``availability()``
   says which (see :mod:`.client`).
+- **Events** come from one watch of every namespace's pod events: those about pods in
+  namespaces pai's pods live in are kept in memory (at most ``events_per_pod`` per pod
+  and ``events_limit`` in all, the least recently started pods forgotten first), so
+  ``read_events`` costs no request (an events list per pod would cost one API call per
+  observed pod, on a field the API server does not index).
 - **Logs** come from the pod log endpoint: Kubernetes keeps one interleaved stream, so
   ``stdout`` and ``stderr`` both answer it.
 """
@@ -38,7 +44,7 @@ import json
 import logging
 import threading
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable
 
 from kubernetes.watch.watch import iter_resp_lines
@@ -69,6 +75,8 @@ from .manifests import LabelKeys, PodOptions
 log = logging.getLogger(__name__)
 
 NamespaceQuota = Callable[[str], "dict[str, str] | None"]
+# The events watch: every namespace's events about pods (those of pai's kept, see _apply_event).
+EVENT_SELECTOR = "involvedObject.kind=Pod"
 
 
 def _calls_api(method):
@@ -175,6 +183,8 @@ class KubernetesBackend(ClusterBackend):
         on_node_change: Callable[[NodeInfo], None] | None = None,
         watch_timeout_seconds: int = 300,
         feed_limit: int = 200_000,
+        events_limit: int = 100_000,
+        events_per_pod: int = 50,
         catch_up_seconds: float = 2.0,
         quota_refresh_seconds: float = 300.0,
     ):
@@ -186,6 +196,7 @@ class KubernetesBackend(ClusterBackend):
         self.on_node_change = on_node_change
         self.watch_timeout_seconds = watch_timeout_seconds
         self.feed_limit = feed_limit
+        self.events_limit, self.events_per_pod = events_limit, events_per_pod
         self.catch_up_seconds = catch_up_seconds
         self.quota_refresh_seconds = quota_refresh_seconds
         self._lock = threading.Condition()
@@ -198,6 +209,9 @@ class KubernetesBackend(ClusterBackend):
         self._floor = 0  # cursors below this were not followed by the current watch
         self._seen = 0  # the highest pod resourceVersion the watch delivered or listed
         self._written = 0  # the highest resourceVersion of this backend's own pod writes
+        # Events of pai's pods, by (namespace, pod), oldest pods first; each pod's by event name.
+        self._events: OrderedDict[tuple[str, str], dict[str, tuple[int, PodEvent]]] = OrderedDict()
+        self._event_count = 0
         # Nodes.
         self._nodes: dict[str, NodeInfo] = {}
         self._node_changes: deque[NodeInfo] = deque()
@@ -207,12 +221,17 @@ class KubernetesBackend(ClusterBackend):
         self._secrets: set[tuple[str, str]] = set()
         self._claims: set[tuple[str, str]] = set()
         self._namespace_of: dict[str, str] = {}
+        self._pai_namespaces: set[str] = set()  # the namespaces pai's pods live in
         self._pod_watch = _Watcher(
             "pods", self._relist_pods, lambda rv, t: self.api.watch_pods(manifests.POD_SELECTOR, rv, t),
             self._apply_pod_event, self._stop, watch_timeout_seconds,
         )
         self._node_watch = _Watcher(
             "nodes", self._relist_nodes, self.api.watch_nodes, self._apply_node_event, self._stop, watch_timeout_seconds,
+        )
+        self._event_watch = _Watcher(
+            "events", self._relist_events, lambda rv, t: self.api.watch_events(EVENT_SELECTOR, rv, t),
+            self._apply_event, self._stop, watch_timeout_seconds,
         )
 
     # -- the watches -----------------------------------------------------------------
@@ -222,9 +241,11 @@ class KubernetesBackend(ClusterBackend):
             return
         pods_rv = self._relist_pods()
         nodes_rv = self._relist_nodes()
+        events_rv = self._relist_events()
         self._started = True
         self._pod_watch.start(pods_rv)
         self._node_watch.start(nodes_rv)
+        self._event_watch.start(events_rv)
 
     def _relist_pods(self) -> str:
         items, version = self.api.list_pods(manifests.POD_SELECTOR)
@@ -232,6 +253,7 @@ class KubernetesBackend(ClusterBackend):
             self._pods = {item["metadata"]["name"]: item for item in items}
             for item in items:
                 self._namespace_of[item["metadata"]["name"]] = item["metadata"]["namespace"]
+                self._pai_namespaces.add(item["metadata"]["namespace"])
             # Changes before the list were not followed: older cursors must relist.
             self._floor = int(version)
             self._seen = max(self._seen, int(version))
@@ -251,6 +273,7 @@ class KubernetesBackend(ClusterBackend):
             else:
                 self._pods[meta["name"]] = obj
                 self._namespace_of[meta["name"]] = meta["namespace"]
+                self._pai_namespaces.add(meta["namespace"])
             self._feed_versions.append(version)
             self._feed.append(observation)
             if len(self._feed) > self.feed_limit:
@@ -260,6 +283,41 @@ class KubernetesBackend(ClusterBackend):
                 del self._feed_versions[:cut], self._feed[:cut]
             self._seen = max(self._seen, version)
             self._lock.notify_all()
+
+    def _relist_events(self) -> str:
+        items, version = self.api.list_events(EVENT_SELECTOR)
+        with self._lock:
+            self._events.clear()
+            self._event_count = 0
+        for item in items:
+            self._apply_event("ADDED", item)
+        return version
+
+    def _apply_event(self, kind: str, obj: dict):
+        """Keep an event about one of pai's pods (a pod in a namespace pai has pods in), within the bounds."""
+        involved = obj.get("involvedObject") or {}
+        key = (involved.get("namespace") or (obj.get("metadata") or {}).get("namespace") or "", involved.get("name") or "")
+        name = (obj.get("metadata") or {}).get("name") or ""
+        with self._lock:
+            if key[0] not in self._pai_namespaces:
+                return
+            events = self._events.get(key)
+            if kind == "DELETED":
+                if events is not None and events.pop(name, None) is not None:
+                    self._event_count -= 1
+                return
+            if events is None:
+                events = self._events[key] = {}
+            if name not in events:
+                self._event_count += 1
+                if len(events) >= self.events_per_pod:
+                    # A pod's oldest event goes first (Kubernetes itself folds repeats into a count).
+                    del events[min(events, key=lambda n: events[n][0])]
+                    self._event_count -= 1
+            events[name] = (int((obj.get("metadata") or {}).get("resourceVersion") or 0), manifests.event(obj))
+            while self._event_count > self.events_limit and len(self._events) > 1:
+                _key, dropped = self._events.popitem(last=False)
+                self._event_count -= len(dropped)
 
     def _relist_nodes(self) -> str:
         items, version = self.api.list_nodes()
@@ -381,6 +439,7 @@ class KubernetesBackend(ClusterBackend):
             raise _creation_error(spec, exc) from exc
         with self._lock:
             self._namespace_of[spec.name] = spec.namespace
+            self._pai_namespaces.add(spec.namespace)
             self._written = max(self._written, int(created["metadata"]["resourceVersion"]))
         return manifests.observation(created)
 
@@ -414,16 +473,14 @@ class KubernetesBackend(ClusterBackend):
                 return ""
             raise
 
-    @_calls_api
     def read_events(self, name: str) -> list[PodEvent]:
-        namespace = self._find_namespace(name)
-        if namespace is None:
-            return []
-        events = [(manifests.event(item), int((item.get("metadata") or {}).get("resourceVersion") or 0))
-                  for item in self.api.list_events(namespace, name)]
+        """From the events watch's memory: no request per pod."""
+        with self._lock:
+            namespace = self._namespace_of.get(name)
+            events = list((self._events.get((namespace, name)) or {}).values())
         # Timestamps have whole seconds: within one, the order of creation decides.
-        events.sort(key=lambda pair: (pair[0].at is None, pair[0].at, pair[1]))
-        return [e for e, _version in events]
+        events.sort(key=lambda pair: (pair[1].at is None, pair[1].at, pair[0]))
+        return [event for _version, event in events]
 
     @_calls_api
     def forget_pod(self, name: str) -> None:
@@ -443,6 +500,7 @@ class KubernetesBackend(ClusterBackend):
         self._stop.set()
         self._pod_watch.close()
         self._node_watch.close()
+        self._event_watch.close()
         self.api.close()
 
     # -- statistics for tests and benchmarks -----------------------------------------
@@ -453,6 +511,7 @@ class KubernetesBackend(ClusterBackend):
             "pod_relists": self._pod_watch.relists,
             "pod_reconnects": self._pod_watch.reconnects,
             "node_relists": self._node_watch.relists,
+            "event_relists": self._event_watch.relists,
             "retries": self.api.retries,
         }
 
@@ -593,6 +652,7 @@ class KubernetesBackend(ClusterBackend):
         namespace = items[0]["metadata"]["namespace"]
         with self._lock:
             self._namespace_of[name] = namespace
+            self._pai_namespaces.add(namespace)
         return namespace
 
 

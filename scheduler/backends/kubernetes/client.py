@@ -44,6 +44,7 @@ API_CALLS: frozenset[tuple[str, str, str]] = frozenset({
     ("", "nodes", "list"),
     ("", "nodes", "watch"),
     ("", "events", "list"),
+    ("", "events", "watch"),
     ("", "namespaces", "create"),
     ("", "namespaces", "get"),
     ("", "resourcequotas", "create"),
@@ -272,6 +273,16 @@ class KubeApi:
         finally:
             response.release_conn()
 
+    def _paged(self, call, fn, page: int, **kwargs) -> tuple[list[dict], str]:
+        """Every item of a list, page by page; and the list's resourceVersion."""
+        items, token = [], None
+        while True:
+            listing = self._json(call, fn, limit=page, **({"_continue": token} if token else {}), **kwargs)
+            items.extend(listing.get("items") or [])
+            token = (listing.get("metadata") or {}).get("continue")
+            if not token:
+                return items, (listing.get("metadata") or {}).get("resourceVersion", "0")
+
     # -- pods ------------------------------------------------------------------------
 
     def create_pod(self, namespace: str, body: dict) -> dict:
@@ -291,18 +302,9 @@ class KubeApi:
 
     def list_pods(self, label_selector: str, field_selector: str = "", page: int = 500) -> tuple[list[dict], str]:
         """Every pod matching the selectors in all namespaces, paged; and the list's resourceVersion."""
-        items, token = [], None
-        while True:
-            kwargs = {"label_selector": label_selector, "limit": page}
-            if field_selector:
-                kwargs["field_selector"] = field_selector
-            if token:
-                kwargs["_continue"] = token
-            listing = self._json(("", "pods", "list"), self.core.list_pod_for_all_namespaces, **kwargs)
-            items.extend(listing.get("items") or [])
-            token = (listing.get("metadata") or {}).get("continue")
-            if not token:
-                return items, (listing.get("metadata") or {}).get("resourceVersion", "0")
+        selectors = {"field_selector": field_selector} if field_selector else {}
+        return self._paged(("", "pods", "list"), self.core.list_pod_for_all_namespaces, page,
+                           label_selector=label_selector, **selectors)
 
     def watch_pods(self, label_selector: str, resource_version: str, timeout_seconds: int):
         return self._raw(
@@ -319,24 +321,22 @@ class KubeApi:
         finally:
             response.release_conn()
 
-    def list_events(self, namespace: str, pod_name: str) -> list[dict]:
-        selector = f"involvedObject.kind=Pod,involvedObject.name={pod_name}"
-        listing = self._json(("", "events", "list"), self.core.list_namespaced_event, namespace, field_selector=selector)
-        return listing.get("items") or []
+    def list_events(self, field_selector: str, page: int = 500) -> tuple[list[dict], str]:
+        """Every event matching the field selector in all namespaces, paged; and the list's resourceVersion."""
+        return self._paged(("", "events", "list"), self.core.list_event_for_all_namespaces, page,
+                           field_selector=field_selector)
+
+    def watch_events(self, field_selector: str, resource_version: str, timeout_seconds: int):
+        return self._raw(
+            ("", "events", "watch"), self.core.list_event_for_all_namespaces, field_selector=field_selector,
+            resource_version=resource_version, watch=True, timeout_seconds=timeout_seconds,
+            allow_watch_bookmarks=True, _request_timeout=(self.timeout[0], timeout_seconds + 15),
+        )
 
     # -- nodes -----------------------------------------------------------------------
 
     def list_nodes(self, page: int = 500) -> tuple[list[dict], str]:
-        items, token = [], None
-        while True:
-            kwargs = {"limit": page}
-            if token:
-                kwargs["_continue"] = token
-            listing = self._json(("", "nodes", "list"), self.core.list_node, **kwargs)
-            items.extend(listing.get("items") or [])
-            token = (listing.get("metadata") or {}).get("continue")
-            if not token:
-                return items, (listing.get("metadata") or {}).get("resourceVersion", "0")
+        return self._paged(("", "nodes", "list"), self.core.list_node, page)
 
     def watch_nodes(self, resource_version: str, timeout_seconds: int):
         return self._raw(
