@@ -42,12 +42,13 @@ serve:
 	wait $$worker; \
 	echo "pai stopped."
 
-# Real peers the integration tests start: Alertmanager and headless Chromium, from
-# Debian's packages. Installed once, only when missing.
+# Real peers the integration tests start: Prometheus, Alertmanager and headless Chromium,
+# from Debian's packages. Installed once, only when missing.
 system-deps:
 	@missing=""; \
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
 	command -v prometheus-alertmanager >/dev/null || missing="$$missing prometheus-alertmanager"; \
+	command -v prometheus >/dev/null || missing="$$missing prometheus"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \

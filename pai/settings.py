@@ -51,6 +51,9 @@ if not PAI_SECRETS_KEYS:
 
 DEBUG = env_bool("DEBUG", not PRODUCTION)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "" if PRODUCTION else "localhost,127.0.0.1,[::1],testserver")
+if env("PAI_POD_IP"):
+    # Prometheus scrapes each web pod at its own address (the Helm chart passes it).
+    ALLOWED_HOSTS.append(env("PAI_POD_IP"))
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
 
 # Where pai keeps its own files on a single box: the SQLite database, task logs of the
@@ -70,6 +73,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "guardian",
     "django_q",
+    "django_prometheus",
     "apps.audit",
     "apps.tenants",
     "apps.accounts",
@@ -78,9 +82,12 @@ INSTALLED_APPS = [
     "apps.storage",
     "apps.jobs",
     "apps.oncall",
+    "apps.monitoring",
 ]
 
 MIDDLEWARE = [
+    # First and last: request counts and latency by view (route) for /metrics.
+    "django_prometheus.middleware.PrometheusBeforeMiddleware",
     "pai.api.middleware.RestServerPrefixMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -92,6 +99,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "pai.security.ContentSecurityPolicyMiddleware",
+    "django_prometheus.middleware.PrometheusAfterMiddleware",
 ]
 
 ROOT_URLCONF = "pai.urls"
@@ -231,7 +239,10 @@ if PRODUCTION and not PAI_PUBLIC_URL:
     raise ImproperlyConfigured("PAI_PUBLIC_URL must be set when PAI_ENV=production (the address users reach pai at)")
 # How long the scheduler lease lasts without renewal: a dead leader is replaced after it.
 PAI_SCHEDULER_LEASE_SECONDS = float(env("PAI_SCHEDULER_LEASE_SECONDS", "15"))
-PAI_ALERTMANAGER_TOKEN = env("PAI_ALERTMANAGER_TOKEN", "")  # bearer secret of the Alertmanager webhook; empty disables it
+PAI_ALERTMANAGER_TOKEN = env("PAI_ALERTMANAGER_TOKEN", "")
+# Bearer token Prometheus sends to /metrics; empty leaves /metrics open in development and
+# closed in production.
+PAI_METRICS_TOKEN = env("PAI_METRICS_TOKEN", "")  # bearer secret of the Alertmanager webhook; empty disables it
 # Kubernetes backend: client rate limit per cluster, node label keys of SKU and topology, device indices.
 PAI_KUBE_QPS, PAI_KUBE_BURST = float(env("PAI_KUBE_QPS", "50")), int(env("PAI_KUBE_BURST", "100"))
 # How long one call to a cluster's API keeps retrying (an API server restart passes inside it), and how
@@ -349,6 +360,8 @@ SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
 if PRODUCTION:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)
+    # Prometheus scrapes pods over the cluster network, not through the TLS ingress.
+    SECURE_REDIRECT_EXEMPT = [r"^metrics$"]
     SECURE_HSTS_SECONDS = int(env("SECURE_HSTS_SECONDS", "31536000"))
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
     SECURE_HSTS_PRELOAD = True

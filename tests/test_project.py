@@ -29,6 +29,7 @@ def test_production_settings_pass_the_deployment_checks(tmp_path):
         "PAI_PUBLIC_URL": "https://pai.example.com",
         "PAI_SECRETS_KEY": "uJ0o0Gd3Qm8m1Qb3yq7cT8PzG1d3nE6vV2wX9yZ0aB4=",
         "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
+        "PAI_METRICS_TOKEN": "a-long-random-metrics-token",
     }
     result = subprocess.run(
         [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
@@ -106,3 +107,22 @@ def test_health_endpoints(client, db):
     response = client.get("/readyz")
     assert response.status_code == 200
     assert response.json()["checks"]["database"] == "ok"
+
+
+def test_deployment_checks_warn_when_metrics_have_no_token(tmp_path):
+    env = {
+        **os.environ,
+        "PAI_ENV": "production",
+        "SECRET_KEY": "x" * 30 + "-a-long-random-production-key-0123456789",
+        "ALLOWED_HOSTS": "pai.example.com",
+        "PAI_PUBLIC_URL": "https://pai.example.com",
+        "PAI_SECRETS_KEY": "uJ0o0Gd3Qm8m1Qb3yq7cT8PzG1d3nE6vV2wX9yZ0aB4=",
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
+    }
+    env.pop("PAI_METRICS_TOKEN", None)
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
+    )
+    assert result.returncode != 0
+    assert "pai.W101" in result.stderr + result.stdout

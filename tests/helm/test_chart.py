@@ -278,3 +278,28 @@ def test_rendered_settings_pass_the_production_deployment_check(default_manifest
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_web_pods_are_scraped_by_prometheus_with_the_metrics_token(helm, default_manifests):
+    web = one(default_manifests, "Deployment", "pai-web")
+    annotations = web["spec"]["template"]["metadata"]["annotations"]
+    assert (annotations["prometheus.io/scrape"], annotations["prometheus.io/port"], annotations["prometheus.io/path"]) == (
+        "true", "8000", "/metrics"
+    )
+    container = container_of(web)
+    assert "--config=python:pai.gunicorn" in container["command"]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["PROMETHEUS_MULTIPROC_DIR"]["value"].startswith("/tmp/")  # the writable emptyDir
+    assert env["PAI_POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
+    assert base64.b64decode(one(default_manifests, "Secret", "pai")["data"]["PAI_METRICS_TOKEN"])
+    assert not [m for m in default_manifests if m["kind"] == "ServiceMonitor"]
+
+    monitored = render(helm, "--set", "metrics.serviceMonitor.enabled=true",
+                       "--set", "metrics.serviceMonitor.labels.release=prometheus")
+    monitor = one(monitored, "ServiceMonitor", "pai")
+    assert monitor["metadata"]["labels"]["release"] == "prometheus"
+    (endpoint,) = monitor["spec"]["endpoints"]
+    assert (endpoint["port"], endpoint["path"]) == ("http", "/metrics")
+    assert endpoint["authorization"] == {"type": "Bearer", "credentials": {"name": "pai", "key": "PAI_METRICS_TOKEN"}}
+    service = one(monitored, "Service", "pai")
+    assert monitor["spec"]["selector"]["matchLabels"].items() <= service["metadata"]["labels"].items()

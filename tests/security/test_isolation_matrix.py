@@ -319,6 +319,11 @@ HTML = {
         (200, 200, 200, 200, 200, 200),
     ('POST', 'healthz'):
         (200, 200, 200, 200, 200, 200),
+    # Open on a development box (production asks for PAI_METRICS_TOKEN): tests/monitoring.
+    ('GET', 'metrics'):
+        (200, 200, 200, 200, 200, 200),
+    ('POST', 'metrics'):
+        (405, 405, 405, 405, 405, 405),
     ('GET', 'oidc/authenticate'):
         (404, 404, 404, 404, 404, 404),
     ('GET', 'oidc/callback'):

@@ -87,6 +87,13 @@ class Job(models.Model):
             models.Index(fields=["virtual_cluster", "state"], name="job_vc_state"),
             models.Index(fields=["state", "-submitted_at"], name="job_state_submitted"),
             models.Index(fields=["owner", "-submitted_at"], name="job_owner_submitted"),
+            # The scheduler's queue, small whatever the history: what each cycle and each
+            # metrics scrape read.
+            models.Index(
+                fields=["virtual_cluster", "submitted_at"],
+                condition=models.Q(state=JobState.WAITING, placement__isnull=True, execution_type=ExecutionType.START),
+                name="job_queue",
+            ),
         ]
 
     def __str__(self):

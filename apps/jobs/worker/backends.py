@@ -22,6 +22,7 @@ from django.core.exceptions import ImproperlyConfigured
 from apps.clusters.choices import BackendKind
 from apps.clusters.models import CellType, Node
 from apps.clusters.services import set_node_health
+from apps.monitoring import figures
 from apps.tenants.models import Tenant
 from apps.virtualclusters.models import VirtualClusterCell
 from scheduler.backends.kubernetes import Backoff, Circuit, KubernetesBackend, LabelKeys, PodOptions, connect
@@ -99,6 +100,7 @@ def kubernetes_backend(cluster, guard=None):
             backoff=Backoff.within(settings.PAI_KUBE_RETRY_SECONDS),
             circuit=Circuit(cooldown=settings.PAI_KUBE_CIRCUIT_SECONDS, max_cooldown=6 * settings.PAI_KUBE_CIRCUIT_SECONDS),
             guard=guard,
+            observer=figures.pod_api_observer(cluster.name),
         )
     except ConnectionFormatError as exc:
         raise ImproperlyConfigured(f"Cluster {cluster.name}: connection: {exc}") from exc

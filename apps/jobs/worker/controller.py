@@ -28,6 +28,7 @@ from django.utils import timezone
 
 from apps.clusters.models import CellType, Node
 from apps.clusters.services import cluster_spec
+from apps.monitoring import figures
 from apps.virtualclusters.models import VirtualCluster
 from apps.virtualclusters.services import vc_spec
 from scheduler import Allocation, Engine, GangRequest, PodPlacement, PodRequest
@@ -677,6 +678,7 @@ class Controller:
             self._configuration_fresh = True
             if self.refresh_configuration():
                 return
+        figures.decisions_applied(self.cluster.name, result)
         for preemption in result.preemptions:
             self._apply_preemption(preemption)
         for allocation in result.placements:

@@ -15,6 +15,7 @@ from django.db import close_old_connections
 
 from apps.clusters.models import Cluster
 from apps.clusters.services import record_api_status
+from apps.monitoring import figures
 from scheduler.backends import ClusterUnavailableError
 
 from . import lease
@@ -50,6 +51,7 @@ def run_scheduler(*, duration=None, tick=DEFAULT_TICK, holder=None, once=False, 
                     log.warning("%s; standing by", exc)
                     leading = False
                     drop_all(controllers)
+                figures.recorder.publish()
             elif controllers:
                 log.warning("lost the scheduler lease to %s; standing by", lease.current_holder())
                 drop_all(controllers)
@@ -60,6 +62,7 @@ def run_scheduler(*, duration=None, tick=DEFAULT_TICK, holder=None, once=False, 
                 return False
             time.sleep(tick)
     finally:
+        figures.recorder.publish(force=True)
         if leading and handover is not None:
             handover()
         if controllers:
@@ -114,10 +117,19 @@ def run_cycle_unless_paused(controller, now=None):
     cycle cut short by the API is paused, not failed. Returns the API's availability."""
     availability = controller.backend.availability()
     if availability.available or availability.retry_in <= 0:
+        name, started = controller.cluster.name, time.perf_counter()
         try:
             controller.run_cycle(now)
         except ClusterUnavailableError as exc:
             # What the controller knows stays valid: keep it, and try again later.
-            log.warning("cluster %s: %s; paused", controller.cluster.name, exc)
+            log.warning("cluster %s: %s; paused", name, exc)
+            figures.cycle_finished(name, time.perf_counter() - started, "paused")
+        except lease.LeaseLost:
+            raise
+        except Exception:
+            figures.cycle_finished(name, time.perf_counter() - started, "failed")
+            raise
+        else:
+            figures.cycle_finished(name, time.perf_counter() - started, "ok")
         availability = controller.backend.availability()
     return availability

@@ -93,7 +93,7 @@ OIDC_OP_JWKS_ENDPOINT: {{ .Values.config.oidc.jwksEndpoint | quote }}
 {{- end }}
 {{- end }}
 
-{{/* The Secret's data (base64). A generated SECRET_KEY and PAI_SECRETS_KEY are kept across upgrades. */}}
+{{/* The Secret's data (base64). A generated SECRET_KEY, PAI_SECRETS_KEY and PAI_METRICS_TOKEN are kept across upgrades. */}}
 {{- define "pai.secretData" -}}
 {{- $existing := lookup "v1" "Secret" .Release.Namespace (include "pai.fullname" .) | default dict }}
 {{- $generated := dig "data" "SECRET_KEY" "" $existing | b64dec }}
@@ -102,6 +102,9 @@ SECRET_KEY: {{ $secretKey | b64enc | quote }}
 {{- $generatedFernet := dig "data" "PAI_SECRETS_KEY" "" $existing | b64dec }}
 {{- $fernetKey := .Values.secrets.secretsKey | default $generatedFernet | default (randBytes 32 | replace "+" "-" | replace "/" "_") }}
 PAI_SECRETS_KEY: {{ $fernetKey | b64enc | quote }}
+{{- $generatedMetrics := dig "data" "PAI_METRICS_TOKEN" "" $existing | b64dec }}
+{{- $metricsToken := .Values.secrets.metricsToken | default $generatedMetrics | default (randAlphaNum 48) }}
+PAI_METRICS_TOKEN: {{ $metricsToken | b64enc | quote }}
 DATABASE_URL: {{ .Values.secrets.databaseUrl | b64enc | quote }}
 {{- with .Values.secrets.redisUrl }}
 REDIS_URL: {{ . | b64enc | quote }}

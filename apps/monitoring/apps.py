@@ -1,0 +1,10 @@
+from django.apps import AppConfig
+
+
+class MonitoringConfig(AppConfig):
+    name = "apps.monitoring"
+    label = "monitoring"
+    verbose_name = "Monitoring"
+
+    def ready(self):
+        from . import checks  # noqa: F401  (registers the deployment check of /metrics)
