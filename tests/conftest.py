@@ -119,4 +119,5 @@ def pytest_collection_modifyitems(items):
     for item in items:
         marker = item.get_closest_marker("django_db")
         if marker is not None and marker.kwargs.get("transaction") and "serialized_rollback" not in marker.kwargs:
-            item.add_marker(pytest.mark.django_db(*marker.args, **{**marker.kwargs, "serialized_rollback": True}))
+            # In front: the closest marker is the first of the item's own, a decorator's included.
+            item.add_marker(pytest.mark.django_db(*marker.args, **{**marker.kwargs, "serialized_rollback": True}), append=False)
