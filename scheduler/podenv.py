@@ -135,7 +135,11 @@ def requested_ports(ports: Mapping[str, int] | None) -> dict[str, int]:
 
 
 class PortsExhaustedError(ValueError):
-    """Not enough free ports on a host."""
+    """Not enough free ports on a host: ``wanted`` asked, ``free`` left of the ``total`` it has."""
+
+    def __init__(self, host: str, wanted: int, free: int, total: int) -> None:
+        self.host, self.wanted, self.free, self.total = host, wanted, free, total
+        super().__init__(f"{host}: {wanted} ports wanted, {free} free")
 
 
 class PortAllocator:
@@ -164,16 +168,28 @@ class PortAllocator:
     def taken(self, host: str) -> frozenset[int]:
         return frozenset(self._taken.get(host, ()))
 
+    @property
+    def total(self) -> int:
+        """How many ports each host offers."""
+        return self.last - self.first + 1
+
+    def free(self, host: str) -> int:
+        return self.total - len(self._taken.get(host, ()))
+
+    def check(self, host: str, wanted: int) -> None:
+        """PortsExhaustedError unless ``wanted`` ports are free on ``host``."""
+        if wanted > self.free(host):
+            raise PortsExhaustedError(host, wanted, self.free(host), self.total)
+
     def allocate(self, host: str, key: str, counts: Mapping[str, int]) -> dict[str, tuple[int, ...]]:
         """Reserve ``counts[label]`` ports per label on ``host`` for ``key``; labels are
         served in sorted order from consecutive free ports."""
         wanted = sum(counts.values())
         if any(c < 0 for c in counts.values()):
             raise ValueError("ports: counts must be ≥ 0")
-        span = self.last - self.first + 1
+        self.check(host, wanted)
+        span = self.total
         taken = self._taken.setdefault(host, set())
-        if wanted > span - len(taken):
-            raise PortsExhaustedError(f"{host}: {wanted} ports wanted, {span - len(taken)} free")
         start = int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big") % span
         free: list[int] = []
         offset = 0

@@ -32,7 +32,7 @@ def check_limits(document):
                              f"each task would hold {per_task} host ports; at most {per_task_limit} are "
                              "allowed per task"))
         job_ports += per_task * spec.get("instances", 1)
-    host_range = _HOST_PORTS.last - _HOST_PORTS.first + 1
+    host_range = _HOST_PORTS.total
     # Implied by the bounds above when they are broken: said only when they hold.
     if job_ports > host_range and not errors:
         errors.append(at(["taskRoles"], f"the job's tasks would hold {job_ports} host ports in all; a host offers "

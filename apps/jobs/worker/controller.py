@@ -19,10 +19,12 @@ import logging
 import os
 import signal
 import time
+from contextlib import contextmanager
 from dataclasses import asdict
 from datetime import UTC, datetime
 
-from django.db import transaction
+from django.conf import settings
+from django.db import DatabaseError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -42,7 +44,7 @@ from scheduler.backends import (
     PodNotFoundError,
     TransientCreationError,
 )
-from scheduler.podenv import PortAllocator
+from scheduler.podenv import PortAllocator, PortsExhaustedError
 
 from ..choices import JobState, JobSubState
 from ..models import Job, JobAttempt, JobEvent, Task, TaskAttempt
@@ -71,6 +73,8 @@ CODES_SHARED_WITH_TASKS = frozenset(
 CREATION_ATTEMPTS = 5
 # Container reasons of a pod whose image cannot be pulled: the task fails without waiting.
 IMAGE_PULL_FAILURES = frozenset({"ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"})
+# Failures that are not one job's: they end the cycle (the loop rebuilds it next tick).
+NOT_ONE_JOBS_FAILURE = (DatabaseError, LeaseLost)
 # Every this many cycles the lifecycle pass looks at every open attempt, not only the
 # ones whose pods changed, and the configuration is read again.
 FULL_PASS_EVERY = 20
@@ -99,21 +103,22 @@ def engine_job_id(job_pk):
 
 
 def gang_request(job):
+    """The engine's request for a job; ValueError (or another error of the stored documents'
+    shape) when they do not describe one — the engine takes well-formed requests only."""
     extras = (job.spec.get("extras") or {}).get("hivedScheduler") or {}
     role_extras = extras.get("taskRoles") or {}
     pods = []
     for name, spec in launch.task_roles(job):
         role = job.launch["taskRoles"][name]
         pinned = (role_extras.get(name) or {}).get("pinnedCellId")
-        for index in range(int(spec.get("instances", 1))):
+        instances, leaf_cells = int(spec.get("instances", 1)), int(role["leafCellsPerInstance"])
+        if not (isinstance(role["sku"], str) and (pinned is None or isinstance(pinned, str))):
+            raise ValueError(f"taskRoles.{name}: the SKU and pinned cell must be names")
+        if not (1 <= instances <= settings.PAI_JOB_MAX_TASKS and leaf_cells >= 1):
+            raise ValueError(f"taskRoles.{name}: {instances} instances of {leaf_cells} leaf cells")
+        for index in range(instances):
             pods.append(
-                PodRequest(
-                    task_role=name,
-                    index=index,
-                    sku=role["sku"],
-                    leaf_cells=int(role["leafCellsPerInstance"]),
-                    pinned_cell=pinned,
-                )
+                PodRequest(task_role=name, index=index, sku=role["sku"], leaf_cells=leaf_cells, pinned_cell=pinned)
             )
     return GangRequest(
         job_id=engine_job_id(job.pk),
@@ -438,7 +443,13 @@ class Controller:
             if attempt.sub_state in WAITING_SUBSTATES and tas and all(ta.pod_uid and ta.started_at for ta in tas):
                 launched.append(attempt)
             if attempt.sub_state in WAITING_SUBSTATES + (JobSubState.ATTEMPT_RUNNING,):
-                outcome = self._evaluate(attempt.job, tas)
+                try:
+                    outcome = self._evaluate(attempt.job, tas)
+                except NOT_ONE_JOBS_FAILURE:
+                    raise
+                except Exception as exc:
+                    ending.append(self._unprocessable(attempt, "apply its completion policy", exc))
+                    continue
                 if outcome is not None:
                     ending.append((attempt, outcome.exit_code, outcome.trigger, outcome.exit_row, outcome.task))
         self._launch(launched)
@@ -478,6 +489,14 @@ class Controller:
             wait_reason="",
             queue_position=None,
         )
+
+    @staticmethod
+    def _unprocessable(attempt, doing, exc):
+        """The deletion entry of an attempt whose job's data made a step fail: it ends as an
+        invalid pod spec (permanent, not retried), and the cycle goes on for the others."""
+        log.exception("job %s: cannot %s", attempt.job_id, doing)
+        message = f"pai could not {doing} from the job's document ({type(exc).__name__}: {exc})"
+        return attempt, exitcodes.POD_CREATION_PERMANENT_ERROR, message, None, None
 
     def _evaluate(self, job, task_attempts):
         """Replay the completed tasks in completion order through the completion policy."""
@@ -668,8 +687,11 @@ class Controller:
             .select_related("owner", "virtual_cluster")
             .order_by("-priority", "submitted_at", "pk")
         )
-        jobs = {engine_job_id(job.pk): job for job in queue}
-        gangs = [gang_request(job) for job in queue]
+        jobs, gangs = {}, []
+        for job in queue:
+            with self._isolated(job):
+                gangs.append(gang_request(job))
+                jobs[engine_job_id(job.pk)] = job
         result = self.engine.schedule(gangs, now)
         # A job refused for good may only look invalid to a stale configuration (a VC or SKU
         # added since it was read): read it again, and decide nothing from this cycle (the
@@ -682,7 +704,8 @@ class Controller:
         for preemption in result.preemptions:
             self._apply_preemption(preemption)
         for allocation in result.placements:
-            self._persist_placement(jobs[allocation.job_id], allocation)
+            with self._isolated(jobs[allocation.job_id], allocation.job_id):
+                self._persist_placement(jobs[allocation.job_id], allocation)
         for rejection in result.rejected:
             job = jobs.get(rejection.job_id)
             if job is not None:
@@ -740,6 +763,33 @@ class Controller:
             )
         failpoint("after-placement-persisted")
 
+    @contextmanager
+    def _isolated(self, job, engine_id=None):
+        """A step for one waiting job that fails for that job alone: the job waits (for host
+        ports) or fails with the reason, and the cycle goes on for every other job. Database
+        errors and a lost lease are not the job's: they end the cycle as before. `engine_id`: the engine's
+        placement of the job, released when the step fails."""
+        try:
+            yield
+        except NOT_ONE_JOBS_FAILURE:
+            raise
+        except PortsExhaustedError as exc:
+            if engine_id is not None:
+                self.engine.release(engine_id)
+            if exc.wanted > exc.total:
+                self._reject(job, f"its tasks need {exc.wanted} host ports on {exc.host}, which has {exc.total} in all.")
+            else:
+                Job.objects.filter(pk=job.pk, placement__isnull=True).update(
+                    wait_reason=f"Waiting for host ports: its tasks need {exc.wanted} on {exc.host}, where "
+                                f"{exc.free} are free.",
+                    queue_position=None,
+                )
+        except Exception as exc:
+            log.exception("job %s: cannot be scheduled", job.pk)
+            if engine_id is not None:
+                self.engine.release(engine_id)
+            self._reject(job, f"pai could not schedule it ({type(exc).__name__}: {exc}); the worker's log has more.")
+
     def _reject(self, job, message):
         row = exitcodes.row(exitcodes.POD_CREATION_PERMANENT_ERROR)
         Job.objects.filter(pk=job.pk, placement__isnull=True, state=JobState.WAITING).update(
@@ -784,7 +834,13 @@ class Controller:
                     "task__task_role", "task__index"
                 )
             ]
-            specs = launch.pod_specs(job, attempt.index, pairs, job.placement, node_ips, gpus_per_leaf)
+            try:
+                specs = launch.pod_specs(job, attempt.index, pairs, job.placement, node_ips, gpus_per_leaf)
+            except NOT_ONE_JOBS_FAILURE:
+                raise
+            except Exception as exc:
+                self._begin_deletions([self._unprocessable(attempt, "build its pods", exc)])
+                continue
             created_all = True
             for (ta, _task), spec in zip(pairs, specs):
                 # A pod with secrets that has not started is asked for again while its

@@ -48,14 +48,25 @@ def job_info(job):
 
 
 def allocate_ports(job, attempt_index, placement, node_ips, allocator):
-    """{(task role, index): {label: ports}} for every pod of a placement, reserved in `allocator`."""
+    """{(task role, index): {label: ports}} for every pod of a placement, reserved in `allocator`.
+
+    All or nothing: PortsExhaustedError, with nothing reserved, when a host lacks the ports
+    its pods need together.
+    """
     roles = dict(task_roles(job))
-    ports = {}
+    wanted, per_host = [], {}
     for pod in placement["pods"]:
         counts = podenv.requested_ports((roles[pod["task_role"]].get("resourcePerInstance") or {}).get("ports"))
+        host = node_ips[pod["node"]]
+        wanted.append((pod, host, counts))
+        per_host[host] = per_host.get(host, 0) + sum(counts.values())
+    for host, count in sorted(per_host.items()):
+        allocator.check(host, count)
+    ports = {}
+    for pod, host, counts in wanted:
         key = pod_name(job_key(job), pod["task_role"], pod["index"], attempt_index, 0)
         ports[(pod["task_role"], pod["index"])] = {
-            label: list(values) for label, values in allocator.allocate(node_ips[pod["node"]], key, counts).items()
+            label: list(values) for label, values in allocator.allocate(host, key, counts).items()
         }
     return ports
 
