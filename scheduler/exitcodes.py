@@ -13,8 +13,10 @@
 4. **log patterns** — searched in ``log_tail`` in table order (221, 223, 226): a CUDA
    out-of-memory error usually exits with a plain 1;
 5. **the exit code** — ``exit_code``, or ``128 + signal`` when only the signal is known;
-6. **the fallback** — row 255 (type unknown) for every other code, including unknown
-   negative codes and no code at all.
+6. **the fallbacks**, as OpenPAI's: row 256 (``PAIRuntimeExitAbnormally``) for any other
+   positive code, row -8000 for any other negative one, row 255 (``PAIRuntimeUnknownFailed``)
+   when there is no code at all. A fallback row is shown with the task's own code
+   (:meth:`ExitSpecRow.as_dict`), so an exit code 1 stays 1.
 """
 
 from __future__ import annotations
@@ -31,7 +33,9 @@ ExitType = Literal["succeeded", "transient", "permanent", "unknown"]
 Causer = Literal["user", "platform", "resource"]
 
 SPEC_PATH = Path(__file__).with_name("exitspec.yaml")
-FALLBACK_CODE = 255
+UNKNOWN_FAILURE = 255
+FALLBACK_POSITIVE = 256
+FALLBACK_NEGATIVE = -8000
 # How much of a failed task's log to search for patterns and to show in job detail.
 LOG_TAIL_LINES = 100
 
@@ -59,7 +63,7 @@ class ExitSpecRow:
     issuer: str
     causer: Causer
     reason: str
-    solution: str
+    solution: tuple[str, ...]
     exit_codes: tuple[int, ...] = ()
     pod_reasons: tuple[re.Pattern[str], ...] = ()
     container_reasons: tuple[re.Pattern[str], ...] = ()
@@ -69,17 +73,38 @@ class ExitSpecRow:
     def is_failure(self) -> bool:
         return self.type != "succeeded"
 
-    def as_dict(self) -> dict[str, object]:
-        """The row as job detail shows it (the patterns left out)."""
+    @property
+    def is_fallback(self) -> bool:
+        """The row of codes no row names: it stands for the code, which is shown as it is."""
+        return self.code in (FALLBACK_POSITIVE, FALLBACK_NEGATIVE)
+
+    def as_dict(self, code: int | None = None) -> dict[str, object]:
+        """The row as job detail shows it, in OpenPAI's ExitSpec shape (the patterns left out).
+
+        ``code`` is the exit code the row explains: a fallback row shows it in place of its
+        own. ``behavior`` and ``reaction`` are OpenPAI's words for the row's ``type``.
+        """
+        behavior, reaction = _OPENPAI_BEHAVIOR[self.type]
         return {
-            "code": self.code,
+            "code": code if code is not None and self.is_fallback else self.code,
             "phrase": self.phrase,
             "type": self.type,
             "issuer": self.issuer,
             "causer": self.causer,
+            "behavior": behavior,
+            "reaction": reaction,
             "reason": self.reason,
-            "solution": self.solution,
+            "solution": list(self.solution),
         }
+
+
+# type → OpenPAI's (behavior, reaction) of the same meaning.
+_OPENPAI_BEHAVIOR = {
+    "succeeded": ("UNKNOWN", "NEVER_RETRY"),
+    "transient": ("TRANSIENT", "ALWAYS_RETRY"),
+    "permanent": ("PERMANENT", "NEVER_RETRY"),
+    "unknown": ("UNKNOWN", "RETRY_TO_MAX"),
+}
 
 
 class ExitSpec:
@@ -89,9 +114,10 @@ class ExitSpec:
         self.rows = tuple(rows)
         self._by_code = {row.code: row for row in rows}
         self._by_exit_code = {code: row for row in rows for code in row.exit_codes}
-        if FALLBACK_CODE not in self._by_code:
-            raise ValueError(f"exit spec: needs the fallback row {FALLBACK_CODE}")
-        self.fallback = self._by_code[FALLBACK_CODE]
+        for code in (UNKNOWN_FAILURE, FALLBACK_POSITIVE, FALLBACK_NEGATIVE):
+            if code not in self._by_code:
+                raise ValueError(f"exit spec: needs the fallback row {code}")
+        self.unknown = self._by_code[UNKNOWN_FAILURE]
 
     @classmethod
     def load(cls, path: Path = SPEC_PATH) -> ExitSpec:
@@ -107,8 +133,11 @@ class ExitSpec:
         return cls(rows)
 
     def row(self, code: int) -> ExitSpecRow:
-        """The row of ``code``; the fallback row for codes no row has."""
-        return self._by_code.get(code, self.fallback)
+        """The row of ``code``; the fallback row of its sign for codes no row has."""
+        found = self._by_code.get(code)
+        if found is not None:
+            return found
+        return self._by_code[FALLBACK_POSITIVE if code > 0 else FALLBACK_NEGATIVE]
 
     def classify(
         self,
@@ -134,9 +163,11 @@ class ExitSpec:
             for row in self.rows:
                 if any(p.search(log_tail) for p in row.log_patterns):
                     return row
-        if exit_code is not None and exit_code in self._by_exit_code:
+        if exit_code is None:
+            return self.unknown
+        if exit_code in self._by_exit_code:
             return self._by_exit_code[exit_code]
-        return self.fallback
+        return self.row(exit_code)
 
 
 def _parse_row(i: int, item: object) -> ExitSpecRow:
@@ -150,6 +181,9 @@ def _parse_row(i: int, item: object) -> ExitSpecRow:
         raise ValueError(f"{where}.type: must be one of {sorted(_TYPES)}")
     if item["causer"] not in _CAUSERS:
         raise ValueError(f"{where}.causer: must be one of {sorted(_CAUSERS)}")
+    solution = item["solution"]
+    if not (isinstance(solution, list) and solution and all(isinstance(step, str) for step in solution)):
+        raise ValueError(f"{where}.solution: must be a list of steps (strings)")
     patterns = item.get("patterns") or {}
     unknown = set(patterns) - _PATTERN_KEYS
     if unknown:
@@ -161,7 +195,7 @@ def _parse_row(i: int, item: object) -> ExitSpecRow:
         issuer=str(item["issuer"]),
         causer=item["causer"],
         reason=str(item["reason"]),
-        solution=str(item["solution"]),
+        solution=tuple(solution),
         exit_codes=tuple(int(c) for c in patterns.get("exit_codes", ())),
         pod_reasons=tuple(re.compile(p) for p in patterns.get("pod_reasons", ())),
         container_reasons=tuple(re.compile(p) for p in patterns.get("container_reasons", ())),

@@ -21,7 +21,6 @@ from typing import Literal
 from .backends.base import PodObservation
 from .exitcodes import (
     ATTEMPT_COMPLETION,
-    FALLBACK_CODE,
     POD_CREATION_PERMANENT_ERROR,
     POD_EXTERNAL_DELETED,
     STOP_REQUESTED,
@@ -119,8 +118,8 @@ def task_exit(observation: PodObservation, log_tail: str = "") -> TaskExit | Non
     (e.g. ``backend.read_log(name, tail_lines=exitcodes.LOG_TAIL_LINES)``). The code to
     record is the matched row's (−1001 node lost, −1200 for an OOM kill that exited 137,
     226 for a CUDA out-of-memory that exited 1, as OpenPAI's runtime reported it),
-    except for the fallback row, where the container's own code stays (an unknown ``3``
-    stays ``3``). A pod that is gone
+    except for the fallback rows (256, -8000), where the container's own code stays (an
+    unknown ``3`` stays ``3``). A pod that is gone
     without a terminal phase vanished: −101, deleted by someone else (transient). Pods
     pai deleted itself end with the code of the reason pai had (−210 stop, −220
     completion, −1003 preemption): the reconciler records that instead.
@@ -132,11 +131,11 @@ def task_exit(observation: PodObservation, log_tail: str = "") -> TaskExit | Non
     exit_row = classify(
         observation.exit_code, observation.signal, observation.reason, observation.container_reason, log_tail
     )
-    if exit_row.code != FALLBACK_CODE:
+    if not exit_row.is_fallback:
         return TaskExit(exit_row.code, exit_row)
     code = observation.exit_code
     if code is None:
-        code = 128 + observation.signal if observation.signal else FALLBACK_CODE
+        code = 128 + observation.signal
     return TaskExit(code, exit_row)
 
 

@@ -136,7 +136,7 @@ def test_completion_policy(scenario):
 
 def test_the_failed_attempt_carries_the_triggering_tasks_row():
     outcome = evaluate_completion([progress("w", 1, failed=1)], done("w", 0, 1))
-    assert outcome.exit_row.code == 255 and outcome.exit_row.type == "unknown"
+    assert outcome.exit_row.code == 256 and outcome.exit_row.type == "unknown"
 
 
 def test_inconsistent_progress_is_refused():

@@ -3,7 +3,7 @@ produce it, with the documented precedence."""
 
 import pytest
 
-from scheduler.exitcodes import FALLBACK_CODE, ExitSpec, classify, exit_spec, row
+from scheduler.exitcodes import ExitSpec, classify, exit_spec, row
 
 # spec/jobs.md, "Exit spec": code -> type.
 SPEC_TABLE = {
@@ -37,6 +37,8 @@ SPEC_TABLE = {
     226: "permanent",
     254: "permanent",
     255: "unknown",
+    256: "unknown",
+    -8000: "unknown",
 }
 
 # How each row arises: keyword arguments of classify() -> expected code.
@@ -77,6 +79,9 @@ CASES = [
     ({"exit_code": None, "container_reason": "ErrImagePull"}, 254),
     ({"exit_code": None, "container_reason": "ImagePullBackOff"}, 254),
     ({"exit_code": 255}, 255),
+    ({"exit_code": None}, 255),
+    ({"exit_code": 1}, 256),
+    ({"exit_code": -7}, -8000),
 ]
 
 
@@ -98,19 +103,49 @@ def test_every_row_is_reachable_by_some_case():
 def test_every_row_says_who_caused_it_why_and_what_to_do():
     for r in exit_spec().rows:
         assert r.causer in {"user", "platform", "resource"}
-        assert r.phrase and r.reason and r.solution and r.issuer
+        assert r.phrase and r.reason and r.issuer
+        assert r.solution and all(isinstance(step, str) and step for step in r.solution)
         assert r.as_dict()["code"] == r.code
+        assert r.as_dict()["solution"] == list(r.solution)
 
 
-@pytest.mark.parametrize("code", [1, 2, 3, 42, 200, 250, -7, -99999])
-def test_unknown_codes_fall_back_to_the_generic_unknown_row(code):
-    assert classify(code).code == FALLBACK_CODE
+# OpenPAI's phrases for the codes its exit spec has (k8s-job-exit-spec.yaml).
+OPENPAI_PHRASES = {
+    0: "Succeeded", -101: "PodExternalDeleted", -111: "PodCreationTimeout", -200: "PodSpecPermanentError",
+    -210: "StopFrameworkRequested", -220: "FrameworkAttemptCompletion", -1000: "PodEvicted",
+    -1001: "PodNodeLost", -1002: "PodScheduledToInsufficientResourceNode", -1003: "PodPreemptedForCriticalPod",
+    -1004: "PodDeadlineExceeded", -1200: "UserContainerDockerOOMKilled", 130: "ContainerSigIntReceived",
+    132: "ContainerSigIllReceived", 134: "ContainerSigAbrtReceived", 135: "ContainerSigBusReceived",
+    136: "ContainerSigFpeReceived", 137: "ContainerSigKillReceived", 139: "ContainerSigSegvReceived",
+    141: "ContainerSigPipeReceived", 143: "ContainerSigTermReceived", 221: "ContainerTensorflowOOMKilled",
+    223: "ContainerCudaUncorrectableECCError", 226: "ContainerCudaOOMKilled", 254: "ContainerImageNotExists",
+    255: "PAIRuntimeUnknownFailed", 256: "PAIRuntimeExitAbnormally", -8000: "ContainerUndefinedNegativeExitCode",
+}
+
+
+def test_codes_openpai_names_have_openpais_phrases():
+    assert {code: row(code).phrase for code in OPENPAI_PHRASES} == OPENPAI_PHRASES
+
+
+@pytest.mark.parametrize(("code", "fallback"), [(1, 256), (2, 256), (42, 256), (200, 256), (250, 256),
+                                                (-7, -8000), (-99999, -8000)])
+def test_unknown_codes_keep_their_value_with_openpais_fallback_row(code, fallback):
+    assert classify(code).code == row(code).code == fallback
     assert classify(code).type == "unknown"
-    assert row(code).code == FALLBACK_CODE
+    shown = row(code).as_dict(code)
+    assert shown["code"] == code
+    assert (shown["behavior"], shown["reaction"]) == ("UNKNOWN", "RETRY_TO_MAX")
+
+
+def test_a_known_row_shows_its_own_code_and_openpais_behavior():
+    assert row(137).as_dict(137) | {"reason": None, "solution": None} == {
+        "code": 137, "phrase": "ContainerSigKillReceived", "type": "transient", "issuer": "user",
+        "causer": "platform", "behavior": "TRANSIENT", "reaction": "ALWAYS_RETRY", "reason": None, "solution": None,
+    }
 
 
 def test_no_code_and_no_reason_is_unknown():
-    assert classify(None).code == FALLBACK_CODE
+    assert classify(None).code == 255
 
 
 def test_pai_codes_win_over_platform_reasons_and_logs():
@@ -134,10 +169,13 @@ def test_an_unrelated_container_reason_does_not_change_the_exit_code_row():
 
 def test_a_spec_file_with_a_bad_row_is_refused_naming_the_field(tmp_path):
     path = tmp_path / "spec.yaml"
-    path.write_text("- {code: 255, phrase: X, type: sometimes, issuer: user, causer: user, reason: r, solution: s}\n")
+    path.write_text("- {code: 255, phrase: X, type: sometimes, issuer: user, causer: user, reason: r, solution: [s]}\n")
     with pytest.raises(ValueError, match=r"exit spec\[0\]\.type"):
         ExitSpec.load(path)
-    path.write_text("- {code: 1, phrase: X, type: unknown, issuer: user, causer: user, reason: r, solution: s}\n")
+    path.write_text("- {code: 255, phrase: X, type: unknown, issuer: user, causer: user, reason: r, solution: s}\n")
+    with pytest.raises(ValueError, match=r"exit spec\[0\]\.solution: must be a list"):
+        ExitSpec.load(path)
+    path.write_text("- {code: 1, phrase: X, type: unknown, issuer: user, causer: user, reason: r, solution: [s]}\n")
     with pytest.raises(ValueError, match="fallback row 255"):
         ExitSpec.load(path)
 

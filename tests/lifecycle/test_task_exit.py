@@ -14,8 +14,9 @@ def observed(phase="Failed", **kwargs):
     ("observation", "log_tail", "code", "row"),
     [
         (observed("Succeeded", exit_code=0, container_reason="Completed"), "", 0, 0),
-        (observed(exit_code=1, container_reason="Error"), "", 1, 255),
-        (observed(exit_code=3), "", 3, 255),
+        (observed(exit_code=1, container_reason="Error"), "", 1, 256),
+        (observed(exit_code=3), "", 3, 256),
+        (observed(exit_code=-7), "", -7, -8000),
         (observed(exit_code=127), "", 127, 127),
         (observed(exit_code=137, signal=9), "", 137, 137),
         (observed(signal=15), "", 143, 143),

@@ -47,19 +47,25 @@ class JobSummarySerializer(serializers.Serializer):
 
 
 class ExitSpecSerializer(serializers.Serializer):
-    """The exit spec row (scheduler/exitspec.yaml) that explains an exit: what happened, what to do."""
+    """The exit spec row (scheduler/exitspec.yaml) that explains an exit, in OpenPAI's ExitSpec shape."""
 
-    code = serializers.IntegerField()
-    phrase = serializers.CharField()
+    code = serializers.IntegerField(help_text="The exit code (a code no row names keeps its own value).")
+    phrase = serializers.CharField(help_text="OpenPAI's phrase where its exit spec has the code.")
     type = serializers.ChoiceField(choices=["succeeded", "transient", "permanent", "unknown"])
     issuer = serializers.CharField()
     causer = serializers.ChoiceField(choices=["user", "platform", "resource"])
+    behavior = serializers.ChoiceField(choices=["TRANSIENT", "PERMANENT", "UNKNOWN"], help_text="OpenPAI's word "
+                                       "for the type.")
+    reaction = serializers.ChoiceField(choices=["ALWAYS_RETRY", "NEVER_RETRY", "RETRY_TO_MAX"])
     reason = serializers.CharField()
-    solution = serializers.CharField()
+    solution = serializers.ListField(child=serializers.CharField(), help_text="What to do, step by step.")
 
 
-def exit_spec(code):
-    return None if code is None else exitcodes.row(code).as_dict()
+def exit_spec(exit_code, spec_code=None):
+    """The exit spec of an exit code and the row it was classified as (None without either)."""
+    if exit_code is None and spec_code is None:
+        return None
+    return exitcodes.row(spec_code if spec_code is not None else exit_code).as_dict(exit_code)
 
 
 class TaskStatusSerializer(serializers.Serializer):

@@ -105,7 +105,7 @@ def _task_status(request, job, attempt, task):
         "containerGpus": ",".join(str(i) for i in last.device_indices) if last and last.device_indices else None,
         "containerLog": _log_uri(request, job, attempt, task, last) if last else None,
         "containerExitCode": last.exit_code if last else None,
-        "containerExitSpec": exit_spec(last.exit_spec_code) if last else None,
+        "containerExitSpec": exit_spec(last.exit_code, last.exit_spec_code) if last else None,
         "launchedTime": epoch_ms(last.started_at) if last else None,
         "completedTime": epoch_ms(last.completed_at) if last else None,
     }
@@ -144,7 +144,7 @@ def _attempt_json(request, job, attempt, latest_index):
         "exitCode": attempt.exit_code,
         "exitPhrase": None,
         "exitType": None,
-        "appExitSpec": exit_spec(attempt.exit_spec_code),
+        "appExitSpec": exit_spec(attempt.exit_code, attempt.exit_spec_code),
         "appExitDiagnostics": attempt.exit_diagnostics or None,
         "appExitTriggerTaskRoleName": attempt.trigger_task_role or None,
         "appExitTriggerTaskIndex": attempt.trigger_task_index,
@@ -247,7 +247,7 @@ class JobDetailView(APIView):
                 "appLaunchedTime": epoch_ms(attempt.launched_at) if attempt else None,
                 "appCompletedTime": epoch_ms(attempt.completed_at) if attempt else None,
                 "appExitCode": job.app_exit_code,
-                "appExitSpec": exit_spec(attempt.exit_spec_code) if attempt else None,
+                "appExitSpec": exit_spec(attempt.exit_code, attempt.exit_spec_code) if attempt else None,
                 "appExitDiagnostics": (attempt.exit_diagnostics or None) if attempt else None,
                 "appExitTriggerTaskRoleName": (attempt.trigger_task_role or None) if attempt else None,
                 "appExitTriggerTaskIndex": attempt.trigger_task_index if attempt else None,
@@ -494,7 +494,7 @@ class TaskAttemptsView(APIView):
                     "containerPorts": a.ports,
                     "containerGpus": ",".join(str(i) for i in a.device_indices) if a.device_indices else None,
                     "containerExitCode": a.exit_code,
-                    "containerExitSpec": exit_spec(a.exit_spec_code),
+                    "containerExitSpec": exit_spec(a.exit_code, a.exit_spec_code),
                     "containerExitDiagnostics": a.diagnostics,
                 }
                 for a in task.attempts.all()

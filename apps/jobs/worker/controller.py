@@ -565,7 +565,7 @@ class Controller:
             tas = by_attempt.get(attempt.pk, []) if by_attempt is not None else None
             attempt.exit_code = code
             attempt.exit_spec_code = row.code
-            attempt.exit_diagnostics = self._diagnostics(row, message, task, tas)
+            attempt.exit_diagnostics = self._diagnostics(row, code, message, task, tas)
             if task is not None:
                 attempt.trigger_task_role, attempt.trigger_task_index = task.task_role, task.index
             attempt.sub_state = JobSubState.ATTEMPT_DELETION_PENDING
@@ -583,8 +583,9 @@ class Controller:
                 Job.objects.filter(pk__in=job_ids).update(sub_state=JobSubState.ATTEMPT_DELETION_PENDING, state=state)
         failpoint("after-deletion-pending")
 
-    def _diagnostics(self, row, message, task, task_attempts):
-        lines = [f"{row.code} {row.phrase}: {row.reason}", f"What to do: {row.solution}"]
+    def _diagnostics(self, row, code, message, task, task_attempts):
+        shown = row.as_dict(code)
+        lines = [f"{shown['code']} {row.phrase}: {row.reason}", "What to do: " + " ".join(row.solution)]
         if message:
             lines.append(f"Why: {message}")
         if task is not None:
