@@ -212,7 +212,7 @@ class AttemptOutcome:
     ``trigger`` is why it ended: ``MinFailedTaskCountReached``,
     ``MinSucceededTaskCountReached`` or ``AllTasksCompleted`` (empty while running);
     ``exit_code``/``exit_row`` are the attempt's (the triggering task's on failure, 0 on
-    success); ``task`` is the task that triggered it.
+    success); ``task`` is the task that triggered it; ``message`` says all that in words.
     """
 
     status: AttemptStatus
@@ -220,6 +220,7 @@ class AttemptOutcome:
     exit_row: ExitSpecRow | None = None
     trigger: str = ""
     task: CompletedTask | None = None
+    message: str = ""  # the trigger in words (OpenPAI's appExitTriggerMessage)
 
 
 def evaluate_completion(roles: Sequence[TaskRoleProgress], task: CompletedTask) -> AttemptOutcome:
@@ -239,18 +240,23 @@ def evaluate_completion(roles: Sequence[TaskRoleProgress], task: CompletedTask) 
     role = by_name[task.task_role]
     if role.completed > role.instances:
         raise ValueError(f"task role {role.name}: {role.completed} tasks completed of {role.instances}")
+    name = f"{task.task_role}[{task.index}]"
     if not task.succeeded:
         if role.policy.min_failed != NEVER and role.failed >= role.policy.min_failed:
-            return AttemptOutcome("failed", task.exit_code, task.exit_row, "MinFailedTaskCountReached", task)
+            message = (f"MinFailedTaskCount {role.policy.min_failed} has been reached in task role {role.name}: "
+                       f"task {name} failed with exit code {task.exit_code}")
+            return AttemptOutcome("failed", task.exit_code, task.exit_row, "MinFailedTaskCountReached", task, message)
     elif role.policy.min_succeeded != NEVER and role.succeeded >= role.policy.min_succeeded:
-        return _succeeded("MinSucceededTaskCountReached", task)
+        message = (f"MinSucceededTaskCount {role.policy.min_succeeded} has been reached in task role {role.name}: "
+                   f"task {name} succeeded")
+        return _succeeded("MinSucceededTaskCountReached", task, message)
     if all(r.completed >= r.instances for r in roles):
-        return _succeeded("AllTasksCompleted", task)
+        return _succeeded("AllTasksCompleted", task, "All tasks are completed")
     return AttemptOutcome("running")
 
 
-def _succeeded(trigger: str, task: CompletedTask) -> AttemptOutcome:
-    return AttemptOutcome("succeeded", SUCCEEDED, row(SUCCEEDED), trigger, task)
+def _succeeded(trigger: str, task: CompletedTask, message: str) -> AttemptOutcome:
+    return AttemptOutcome("succeeded", SUCCEEDED, row(SUCCEEDED), trigger, task, message)
 
 
 # -- retry policy ------------------------------------------------------------------------

@@ -163,7 +163,8 @@ def test_detail_attempts_and_task_attempts_of_a_running_job(world, api, jobs):
     assert status["taskIndex"] == 0 and status["taskState"] == "RUNNING"
     assert status["containerNodeName"] == "gpu-node-1" and status["containerIp"] == "10.0.0.5"
     assert status["containerGpus"] == "0" and status["containerPorts"] == {"ssh": 30022}
-    assert status["containerLog"] is None
+    # OpenPAI's containerLog: the path of the attempt's log locations.
+    assert status["containerLog"] == "/api/v2/jobs/a_admin~third/attempts/0/taskRoles/taskrole/taskIndex/0/attempts/0/logs"
 
     attempts = client.get("/api/v2/jobs/a_admin~third/job-attempts").json()
     assert [(a["attemptIndex"], a["isLatest"], a["state"]) for a in attempts] == [(0, True, "RUNNING")]
@@ -192,9 +193,13 @@ def test_events_are_listed_and_filtered_by_type(world, api, jobs):
     client = api(world.a_admin)
     body = client.get("/api/v2/jobs/a_admin~third/events").json()
 
-    assert body["frameworkName"] == "a_admin~third"
-    assert [(e["type"], e["reason"], e["taskroleName"]) for e in body["events"]] == [("Normal", "Started", "taskrole")]
-    assert client.get("/api/v2/jobs/a_admin~third/events?type=Warning").json()["events"] == []
+    # OpenPAI's shape: {totalCount, data}, newest first, times in ISO 8601, the framework by its debug id.
+    assert body["totalCount"] == 1
+    event = body["data"][0]
+    assert (event["type"], event["reason"], event["taskroleName"]) == ("Normal", "Started", "taskrole")
+    assert event["frameworkName"] == jobs["third"].debug_id and event["taskName"].endswith("-taskrole-0-0")
+    assert event["firstTimestamp"].endswith("Z") and "T" in event["firstTimestamp"]
+    assert client.get("/api/v2/jobs/a_admin~third/events?type=Warning").json() == {"totalCount": 0, "data": []}
     bad = client.get("/api/v2/jobs/a_admin~third/events?type=Fatal")
     assert (bad.status_code, bad.json()["message"]) == (400, "type: must be Normal or Warning")
 

@@ -3,6 +3,8 @@
 These describe the responses in the OpenAPI schema; the views build the bodies as plain
 dicts (the list, the hottest route, from plain rows) and tests check them field by field."""
 
+from datetime import UTC
+
 from rest_framework import serializers
 
 from scheduler import exitcodes
@@ -13,6 +15,13 @@ from ..choices import ExecutionType, JobState, JobSubState
 def epoch_ms(value):
     """A datetime as OpenPAI gives times: milliseconds since the Unix epoch, or None."""
     return None if value is None else int(value.timestamp() * 1000)
+
+
+def iso_time(value):
+    """A datetime as OpenPAI gives Kubernetes events' times: `2020-09-29T09:46:42.000Z`."""
+    return None if value is None else value.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + (
+        f"{value.microsecond // 1000:03d}Z"
+    )
 
 
 class RetryDetailsSerializer(serializers.Serializer):
@@ -68,25 +77,50 @@ def exit_spec(exit_code, spec_code=None):
     return exitcodes.row(spec_code if spec_code is not None else exit_code).as_dict(exit_code)
 
 
-class TaskStatusSerializer(serializers.Serializer):
-    taskIndex = serializers.IntegerField()
-    taskState = serializers.ChoiceField(choices=JobState.choices)
-    retries = serializers.IntegerField()
+class TaskAttemptSerializer(serializers.Serializer):
+    """One task attempt (a pod): OpenPAI's container fields."""
+
+    attemptId = serializers.IntegerField()
+    attemptState = serializers.ChoiceField(choices=JobState.choices)
+    currentAttemptCreatedTime = serializers.IntegerField(allow_null=True)
+    currentAttemptLaunchedTime = serializers.IntegerField(allow_null=True)
+    currentAttemptCompletedTime = serializers.IntegerField(allow_null=True)
     containerId = serializers.CharField(allow_null=True)
     containerIp = serializers.CharField(allow_null=True)
     containerNodeName = serializers.CharField(allow_null=True)
-    containerPorts = serializers.DictField(allow_null=True)
-    containerGpus = serializers.CharField(allow_null=True)
-    containerLog = serializers.CharField(allow_null=True)
+    containerPorts = serializers.DictField()
+    containerGpus = serializers.CharField(allow_null=True, help_text="Device indices, comma-separated; null for "
+                                          "CPU-only tasks.")
+    containerLog = serializers.CharField(allow_null=True, help_text="Path of the attempt's log locations.")
     containerExitCode = serializers.IntegerField(allow_null=True)
     containerExitSpec = ExitSpecSerializer(allow_null=True)
+    containerExitDiagnostics = serializers.CharField(allow_null=True)
+
+
+class TaskStatusSerializer(TaskAttemptSerializer):
+    """A task, with its current (latest) task attempt's fields."""
+
+    taskIndex = serializers.IntegerField()
+    taskUid = serializers.CharField()
+    taskState = serializers.ChoiceField(choices=JobState.choices)
+    retries = serializers.IntegerField()
+    accountableRetries = serializers.IntegerField(help_text="Retries that used up taskRetryCount.")
+    createdTime = serializers.IntegerField(allow_null=True)
     launchedTime = serializers.IntegerField(allow_null=True)
     completedTime = serializers.IntegerField(allow_null=True)
+    attemptId = serializers.IntegerField(allow_null=True)
+    attemptState = serializers.ChoiceField(choices=JobState.choices, allow_null=True)
 
 
 class TaskRoleStatusSerializer(serializers.Serializer):
     taskRoleStatus = serializers.DictField()
     taskStatuses = TaskStatusSerializer(many=True)
+
+
+class ExitMessagesSerializer(serializers.Serializer):
+    container = serializers.CharField(allow_null=True)
+    runtime = serializers.CharField(allow_null=True)
+    launcher = serializers.CharField(allow_null=True)
 
 
 class JobStatusSerializer(serializers.Serializer):
@@ -97,16 +131,24 @@ class JobStatusSerializer(serializers.Serializer):
     retries = serializers.IntegerField()
     retryDetails = RetryDetailsSerializer()
     retryDelayTime = serializers.IntegerField(allow_null=True)
+    submissionTime = serializers.IntegerField()
     createdTime = serializers.IntegerField(allow_null=True)
+    launchedTime = serializers.IntegerField(allow_null=True)
     completedTime = serializers.IntegerField(allow_null=True)
     appId = serializers.CharField()
+    appProgress = serializers.IntegerField()
+    appTrackingUrl = serializers.CharField(allow_blank=True)
+    appCreatedTime = serializers.IntegerField(allow_null=True)
     appLaunchedTime = serializers.IntegerField(allow_null=True)
     appCompletedTime = serializers.IntegerField(allow_null=True)
     appExitCode = serializers.IntegerField(allow_null=True)
     appExitSpec = ExitSpecSerializer(allow_null=True)
     appExitDiagnostics = serializers.CharField(allow_null=True)
+    appExitMessages = ExitMessagesSerializer(allow_null=True)
+    appExitTriggerMessage = serializers.CharField(allow_null=True)
     appExitTriggerTaskRoleName = serializers.CharField(allow_null=True)
     appExitTriggerTaskIndex = serializers.IntegerField(allow_null=True)
+    appExitType = serializers.ChoiceField(choices=["Succeeded", "Failed"], allow_null=True)
     attemptId = serializers.IntegerField(allow_null=True)
     attemptState = serializers.CharField(allow_null=True)
     virtualCluster = serializers.CharField()
@@ -123,13 +165,21 @@ class JobDetailSerializer(serializers.Serializer):
     taskRoles = serializers.DictField(child=TaskRoleStatusSerializer())
 
 
+class ExitDiagnosticsSerializer(serializers.Serializer):
+    diagnosticsSummary = serializers.CharField()
+    runtime = serializers.CharField(allow_null=True)
+    launcher = serializers.CharField(allow_null=True)
+
+
 class JobAttemptSerializer(serializers.Serializer):
     jobName = serializers.CharField()
     frameworkName = serializers.CharField()
+    uid = serializers.CharField()
     userName = serializers.CharField()
     state = serializers.CharField()
     originState = serializers.CharField()
-    maxAttemptCount = serializers.IntegerField()
+    maxAttemptCount = serializers.IntegerField(allow_null=True, help_text="null: retried without limit "
+                                               "(jobRetryCount -1 or -2).")
     attemptIndex = serializers.IntegerField()
     jobStartedTime = serializers.IntegerField(allow_null=True)
     attemptStartedTime = serializers.IntegerField(allow_null=True)
@@ -137,8 +187,11 @@ class JobAttemptSerializer(serializers.Serializer):
     exitCode = serializers.IntegerField(allow_null=True)
     exitPhrase = serializers.CharField(allow_null=True)
     exitType = serializers.CharField(allow_null=True)
+    exitDiagnostics = ExitDiagnosticsSerializer(allow_null=True)
     appExitSpec = ExitSpecSerializer(allow_null=True)
     appExitDiagnostics = serializers.CharField(allow_null=True)
+    appExitMessages = ExitMessagesSerializer(allow_null=True)
+    appExitTriggerMessage = serializers.CharField(allow_null=True)
     appExitTriggerTaskRoleName = serializers.CharField(allow_null=True)
     appExitTriggerTaskIndex = serializers.IntegerField(allow_null=True)
     totalGpuNumber = serializers.IntegerField()
@@ -146,21 +199,6 @@ class JobAttemptSerializer(serializers.Serializer):
     totalTaskRoleNumber = serializers.IntegerField()
     taskRoles = serializers.DictField(child=TaskRoleStatusSerializer())
     isLatest = serializers.BooleanField()
-
-
-class TaskAttemptSerializer(serializers.Serializer):
-    attemptId = serializers.IntegerField()
-    attemptState = serializers.ChoiceField(choices=JobState.choices)
-    currentAttemptLaunchedTime = serializers.IntegerField(allow_null=True)
-    currentAttemptCompletedTime = serializers.IntegerField(allow_null=True)
-    containerId = serializers.CharField(allow_null=True)
-    containerIp = serializers.CharField(allow_null=True)
-    containerNodeName = serializers.CharField(allow_null=True)
-    containerPorts = serializers.DictField()
-    containerGpus = serializers.CharField(allow_null=True)
-    containerExitCode = serializers.IntegerField(allow_null=True)
-    containerExitSpec = ExitSpecSerializer(allow_null=True)
-    containerExitDiagnostics = serializers.CharField(allow_blank=True)
 
 
 class TaskAttemptsSerializer(serializers.Serializer):
@@ -172,28 +210,30 @@ class TaskAttemptsSerializer(serializers.Serializer):
     taskIndex = serializers.IntegerField()
     taskState = serializers.ChoiceField(choices=JobState.choices)
     retries = serializers.IntegerField()
+    accountableRetries = serializers.IntegerField()
     attempts = TaskAttemptSerializer(many=True)
 
 
 class JobEventSerializer(serializers.Serializer):
     uid = serializers.CharField()
-    frameworkName = serializers.CharField()
+    frameworkName = serializers.CharField(help_text="The job's debugId, as OpenPAI names its framework.")
     podUid = serializers.CharField()
     taskroleName = serializers.CharField()
+    taskName = serializers.CharField(help_text="The pod's name.")
     taskIndex = serializers.IntegerField(allow_null=True)
     type = serializers.CharField()
     reason = serializers.CharField()
     message = serializers.CharField()
-    firstTimestamp = serializers.IntegerField()
-    lastTimestamp = serializers.IntegerField()
+    firstTimestamp = serializers.CharField(help_text="ISO 8601, UTC")
+    lastTimestamp = serializers.CharField(help_text="ISO 8601, UTC")
     count = serializers.IntegerField()
     sourceComponent = serializers.CharField()
-    sourceHost = serializers.CharField()
+    sourceHost = serializers.CharField(allow_null=True)
 
 
 class JobEventsSerializer(serializers.Serializer):
-    frameworkName = serializers.CharField()
-    events = JobEventSerializer(many=True)
+    totalCount = serializers.IntegerField()
+    data = JobEventSerializer(many=True)
 
 
 class LogLocationSerializer(serializers.Serializer):

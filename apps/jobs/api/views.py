@@ -1,6 +1,7 @@
 """OpenPAI's job routes (REST server v2). Views parse the request, scope the lookup through
 `Job.objects.visible_to` / `readable_by`, call `services`, and shape OpenPAI's JSON."""
 
+import uuid
 from pathlib import Path
 
 from django.conf import settings
@@ -15,7 +16,10 @@ from rest_framework.views import APIView
 
 from pai.api.views import ErrorSerializer, MessageSerializer
 
+from scheduler import exitcodes
+
 from .. import services
+from ..choices import COMPLETED_STATES
 from ..filters import JobFilterSet
 from ..models import Job, JobAttempt, JobEvent, JobTag, Task
 from ..errors import ForbiddenUserError, InvalidParametersError, NoJobConfigError, NoJobError, NoJobSshInfoError
@@ -27,6 +31,7 @@ from .renderers import YAMLRenderer
 from .serializers import (
     ExecutionTypeSerializer, JobAttemptSerializer, JobDetailSerializer, JobEventsSerializer, JobSummarySerializer,
     LogLocationsSerializer, SubmitResponseSerializer, TaskAttemptsSerializer, ValueSerializer, epoch_ms, exit_spec,
+    iso_time,
 )
 from .summaries import job_summaries
 from .throttles import JobListThrottle, JobSubmitThrottle
@@ -91,32 +96,78 @@ def _log_uri(request, job, attempt, task, task_attempt):
     )
 
 
-def _task_status(request, job, attempt, task):
-    attempts = list(task.attempts.all())
-    last = attempts[-1] if attempts else None
+def _logs_path(job, attempt, task, task_attempt):
+    """OpenPAI's `containerLog`: the path of the task attempt's log locations."""
+    return (
+        f"/api/v2/jobs/{job.owner.username}~{job.name}/attempts/{attempt.index}/taskRoles/{task.task_role}"
+        f"/taskIndex/{task.index}/attempts/{task_attempt.index}/logs"
+    )
+
+
+def _task_uid(job, attempt, task):
+    # FrameworkController's task instance UID: one per task of an attempt, stable.
+    return str(uuid.uuid5(uuid.NAMESPACE_URL, f"pai:{job.debug_id}/{attempt.index}/{task.task_role}/{task.index}"))
+
+
+def _container_gpus(job, task, task_attempt):
+    # CPU-only tasks hold CPU leaf cells, which are shares of a node, not devices: no GPUs.
+    gpu = (job.spec["taskRoles"].get(task.task_role) or {}).get("resourcePerInstance", {}).get("gpu", 0)
+    if not gpu or not task_attempt.device_indices:
+        return None
+    return ",".join(str(i) for i in task_attempt.device_indices)
+
+
+def _task_attempt_status(job, attempt, task, ta):
+    """The fields OpenPAI gives each task attempt (a container)."""
     return {
-        "taskIndex": task.index,
-        "taskState": task.state,
-        "retries": task.retries,
-        "containerId": (last.pod_uid or None) if last else None,
-        "containerIp": last.ip if last else None,
-        "containerNodeName": (last.node_name or None) if last else None,
-        "containerPorts": last.ports if last else None,
-        "containerGpus": ",".join(str(i) for i in last.device_indices) if last and last.device_indices else None,
-        "containerLog": _log_uri(request, job, attempt, task, last) if last else None,
-        "containerExitCode": last.exit_code if last else None,
-        "containerExitSpec": exit_spec(last.exit_code, last.exit_spec_code) if last else None,
-        "launchedTime": epoch_ms(last.started_at) if last else None,
-        "completedTime": epoch_ms(last.completed_at) if last else None,
+        "attemptId": ta.index,
+        "attemptState": ta.state,
+        "currentAttemptCreatedTime": epoch_ms(ta.created_at),
+        "currentAttemptLaunchedTime": epoch_ms(ta.started_at or ta.completed_at),
+        "currentAttemptCompletedTime": epoch_ms(ta.completed_at),
+        "containerId": ta.pod_uid or None,
+        "containerIp": ta.ip,
+        "containerNodeName": ta.node_name or None,
+        "containerPorts": ta.ports or {},
+        "containerGpus": _container_gpus(job, task, ta),
+        "containerLog": _logs_path(job, attempt, task, ta),
+        "containerExitCode": ta.exit_code,
+        "containerExitSpec": exit_spec(ta.exit_code, ta.exit_spec_code),
+        "containerExitDiagnostics": ta.diagnostics or None,
     }
 
 
-def _task_roles(request, job, attempt):
+def _task_status(job, attempt, task):
+    """A task in OpenPAI's shape: the task, and its current (latest) task attempt's container."""
+    attempts = list(task.attempts.all())
+    first, last = (attempts[0], attempts[-1]) if attempts else (None, None)
+    status = {
+        "taskIndex": task.index,
+        "taskUid": _task_uid(job, attempt, task),
+        "taskState": task.state,
+        "retries": task.retries,
+        "accountableRetries": task.accountable_retries,
+        "createdTime": epoch_ms(first.created_at) if first else None,
+        "launchedTime": epoch_ms((last.started_at or last.completed_at) if last else None),
+        "completedTime": epoch_ms(last.completed_at) if last and task.state in COMPLETED_STATES else None,
+    }
+    if last is None:
+        return {
+            **status, "attemptId": None, "attemptState": None, "currentAttemptCreatedTime": None,
+            "currentAttemptLaunchedTime": None, "currentAttemptCompletedTime": None, "containerId": None,
+            "containerIp": None, "containerNodeName": None, "containerPorts": {}, "containerGpus": None,
+            "containerLog": None, "containerExitCode": None, "containerExitSpec": None,
+            "containerExitDiagnostics": None,
+        }
+    return {**status, **_task_attempt_status(job, attempt, task, last)}
+
+
+def _task_roles(job, attempt):
     roles = {role: {"taskRoleStatus": {"name": role}, "taskStatuses": []} for role in job.spec["taskRoles"]}
     if attempt is not None:
         for task in attempt.tasks.all():
             roles.setdefault(task.task_role, {"taskRoleStatus": {"name": task.task_role}, "taskStatuses": []})
-            roles[task.task_role]["taskStatuses"].append(_task_status(request, job, attempt, task))
+            roles[task.task_role]["taskStatuses"].append(_task_status(job, attempt, task))
     return roles
 
 
@@ -129,29 +180,58 @@ def _attempts(request, job):
     )
 
 
+def _exit_type(code):
+    # FrameworkController's completion type name, which OpenPAI shows as appExitType / exitType.
+    return None if code is None else ("Succeeded" if code == exitcodes.SUCCEEDED else "Failed")
+
+
+def _exit_messages(diagnostics):
+    return None if not diagnostics else {"container": None, "runtime": None, "launcher": diagnostics}
+
+
+def _exit_of(job, attempt):
+    """(code, spec row code, diagnostics, trigger message) of how the attempt ended; for a job
+    that ended without an attempt (refused by the scheduler, stopped while queued), the job's."""
+    if attempt is not None:
+        return attempt.exit_code, attempt.exit_spec_code, attempt.exit_diagnostics, attempt.exit_trigger_message
+    if job.app_exit_code is None:
+        return None, None, "", ""
+    if job.app_exit_code == exitcodes.STOP_REQUESTED:
+        return job.app_exit_code, None, "The job was stopped before it was placed.", "stopped by the user"
+    return job.app_exit_code, None, job.wait_reason, job.wait_reason
+
+
 def _attempt_json(request, job, attempt, latest_index):
+    code, spec_code, diagnostics, trigger = _exit_of(job, attempt)
+    row = exitcodes.row(spec_code if spec_code is not None else code) if code is not None else None
     return {
         "jobName": job.name,
         "frameworkName": job.framework_name,
+        "uid": job.debug_id,
         "userName": job.owner.username,
         "state": attempt.state,
         "originState": attempt.sub_state,
-        "maxAttemptCount": job.job_retry_count + 1,
+        "maxAttemptCount": job.job_retry_count + 1 if job.job_retry_count >= 0 else None,
         "attemptIndex": attempt.index,
         "jobStartedTime": epoch_ms(job.submitted_at),
-        "attemptStartedTime": epoch_ms(attempt.launched_at),
+        "attemptStartedTime": epoch_ms(attempt.created_at),
         "attemptCompletedTime": epoch_ms(attempt.completed_at),
-        "exitCode": attempt.exit_code,
-        "exitPhrase": None,
-        "exitType": None,
-        "appExitSpec": exit_spec(attempt.exit_code, attempt.exit_spec_code),
-        "appExitDiagnostics": attempt.exit_diagnostics or None,
+        "exitCode": code,
+        "exitPhrase": row.phrase if row else None,
+        "exitType": _exit_type(code),
+        "exitDiagnostics": (
+            {"diagnosticsSummary": diagnostics, "runtime": None, "launcher": diagnostics} if diagnostics else None
+        ),
+        "appExitSpec": exit_spec(code, spec_code),
+        "appExitDiagnostics": diagnostics or None,
+        "appExitMessages": _exit_messages(diagnostics),
+        "appExitTriggerMessage": trigger or None,
         "appExitTriggerTaskRoleName": attempt.trigger_task_role or None,
         "appExitTriggerTaskIndex": attempt.trigger_task_index,
         "totalGpuNumber": job.total_gpu,
         "totalTaskNumber": job.total_tasks,
         "totalTaskRoleNumber": job.total_task_roles,
-        "taskRoles": _task_roles(request, job, attempt),
+        "taskRoles": _task_roles(job, attempt),
         "isLatest": attempt.index == latest_index,
     }
 
@@ -229,6 +309,7 @@ class JobDetailView(APIView):
         attempt = attempts.first()
         if attempt is None and attempt_index is not None:
             raise NoJobError(f"Attempt {attempt_index} of job {username}~{name} is not found.")
+        code, spec_code, diagnostics, trigger = _exit_of(job, attempt)
         body = {
             "name": job.name,
             "debugId": job.debug_id,
@@ -241,16 +322,24 @@ class JobDetailView(APIView):
                 "retries": job.retries,
                 "retryDetails": job.retry_details,
                 "retryDelayTime": None,
+                "submissionTime": epoch_ms(job.submitted_at),
                 "createdTime": epoch_ms(job.created_time),
+                "launchedTime": epoch_ms(job.launched_at or job.completed_at),
                 "completedTime": epoch_ms(job.completed_at),
                 "appId": job.debug_id,
-                "appLaunchedTime": epoch_ms(attempt.launched_at) if attempt else None,
+                "appProgress": 1 if job.state in COMPLETED_STATES else 0,
+                "appTrackingUrl": "",
+                "appCreatedTime": epoch_ms(attempt.created_at) if attempt else None,
+                "appLaunchedTime": epoch_ms((attempt.launched_at or attempt.completed_at) if attempt else None),
                 "appCompletedTime": epoch_ms(attempt.completed_at) if attempt else None,
-                "appExitCode": job.app_exit_code,
-                "appExitSpec": exit_spec(attempt.exit_code, attempt.exit_spec_code) if attempt else None,
-                "appExitDiagnostics": (attempt.exit_diagnostics or None) if attempt else None,
+                "appExitCode": code,
+                "appExitSpec": exit_spec(code, spec_code),
+                "appExitDiagnostics": diagnostics or None,
+                "appExitMessages": _exit_messages(diagnostics),
+                "appExitTriggerMessage": trigger or None,
                 "appExitTriggerTaskRoleName": (attempt.trigger_task_role or None) if attempt else None,
                 "appExitTriggerTaskIndex": attempt.trigger_task_index if attempt else None,
+                "appExitType": _exit_type(code),
                 "attemptId": attempt.index if attempt else None,
                 "attemptState": attempt.state if attempt else None,
                 "virtualCluster": job.virtual_cluster.name,
@@ -258,7 +347,7 @@ class JobDetailView(APIView):
                 "waitReason": job.wait_reason,
                 "queuePosition": job.queue_position,
             },
-            "taskRoles": _task_roles(request, job, attempt),
+            "taskRoles": _task_roles(job, attempt),
         }
         return Response(body)
 
@@ -394,19 +483,18 @@ class JobEventsView(APIView):
             if kind not in ("Normal", "Warning"):
                 raise ValidationError({"type": "must be Normal or Warning"})
             events = events.filter(type=kind)
-        return Response({
-            "frameworkName": job.framework_name,
-            "events": [
-                {
-                    "uid": e.uid, "frameworkName": job.framework_name, "podUid": e.pod_uid,
-                    "taskroleName": e.task_role, "taskIndex": e.task_index, "type": e.type, "reason": e.reason,
-                    "message": e.message, "firstTimestamp": epoch_ms(e.first_seen),
-                    "lastTimestamp": epoch_ms(e.last_seen), "count": e.count,
-                    "sourceComponent": e.source_component, "sourceHost": e.source_host,
-                }
-                for e in events
-            ],
-        })
+        events = events.select_related("task_attempt").order_by("-last_seen", "-id")
+        data = [
+            {
+                "uid": e.uid, "frameworkName": job.debug_id, "podUid": e.pod_uid, "taskroleName": e.task_role,
+                "taskName": e.task_attempt.pod_name if e.task_attempt else "", "taskIndex": e.task_index,
+                "type": e.type, "reason": e.reason, "message": e.message,
+                "firstTimestamp": iso_time(e.first_seen), "lastTimestamp": iso_time(e.last_seen), "count": e.count,
+                "sourceComponent": e.source_component, "sourceHost": e.source_host or None,
+            }
+            for e in events
+        ]
+        return Response({"totalCount": len(data), "data": data})
 
 
 class JobAttemptListView(APIView):
@@ -482,23 +570,8 @@ class TaskAttemptsView(APIView):
             "taskIndex": task.index,
             "taskState": task.state,
             "retries": task.retries,
-            "attempts": [
-                {
-                    "attemptId": a.index,
-                    "attemptState": a.state,
-                    "currentAttemptLaunchedTime": epoch_ms(a.started_at),
-                    "currentAttemptCompletedTime": epoch_ms(a.completed_at),
-                    "containerId": a.pod_uid or None,
-                    "containerIp": a.ip,
-                    "containerNodeName": a.node_name or None,
-                    "containerPorts": a.ports,
-                    "containerGpus": ",".join(str(i) for i in a.device_indices) if a.device_indices else None,
-                    "containerExitCode": a.exit_code,
-                    "containerExitSpec": exit_spec(a.exit_code, a.exit_spec_code),
-                    "containerExitDiagnostics": a.diagnostics,
-                }
-                for a in task.attempts.all()
-            ],
+            "accountableRetries": task.accountable_retries,
+            "attempts": [_task_attempt_status(job, task.job_attempt, task, a) for a in task.attempts.all()],
         })
 
 

@@ -1,4 +1,5 @@
 from django.db import models
+from django.utils import timezone
 
 from ..choices import JobState, JobSubState
 from ..querysets import JobPartQuerySet, TaskAttemptQuerySet, TaskQuerySet
@@ -19,6 +20,8 @@ class JobAttempt(models.Model):
     exit_code = models.IntegerField(null=True, blank=True)
     exit_spec_code = models.IntegerField(null=True, blank=True, help_text="The matched exit spec row.")
     exit_diagnostics = models.TextField(blank=True)
+    exit_trigger_message = models.TextField(blank=True, help_text="Why the attempt ended (OpenPAI's "
+                                            "appExitTriggerMessage).")
     trigger_task_role = models.CharField(max_length=255, blank=True)
     trigger_task_index = models.PositiveIntegerField(null=True, blank=True)
 
@@ -40,6 +43,9 @@ class Task(models.Model):
     index = models.PositiveIntegerField()
     state = models.CharField(max_length=16, choices=JobState.choices, default=JobState.WAITING)
     retries = models.PositiveIntegerField(default=0)
+    accountable_retries = models.PositiveIntegerField(
+        default=0, help_text="Retries that used up taskRetryCount (transient failures do not)."
+    )
 
     objects = TaskQuerySet.as_manager()
 
@@ -71,6 +77,7 @@ class TaskAttempt(models.Model):
     log_path = models.CharField(
         max_length=1024, blank=True, help_text="Where the backend wrote this pod's log, once it has."
     )
+    created_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
     completed_at = models.DateTimeField(null=True, blank=True)
 

@@ -281,7 +281,7 @@ class Controller:
                 "task__job_attempt"
             ):
                 attempts[ta.pod_name] = ta
-        changed, completions = [], []
+        changed, running_tasks, completions = [], [], []
         for name, observation in latest.items():
             ta = attempts.get(name)
             if ta is None or ta.completed_at is not None:
@@ -297,6 +297,9 @@ class Controller:
                 ta.ip, dirty = observation.ip, True
             if observation.phase == "Running" and ta.state != JobState.RUNNING:
                 ta.state, dirty = JobState.RUNNING, True
+                # The task runs as its current attempt does (OpenPAI shows RUNNING, not WAITING).
+                ta.task.state = JobState.RUNNING
+                running_tasks.append(ta.task)
             if not ta.started_at and (observation.started_at or observation.phase == "Running"):
                 ta.started_at, dirty = _dt(observation.started_at) or timezone.now(), True
             if dirty:
@@ -311,6 +314,7 @@ class Controller:
                 message = "; ".join(p for p in (observation.container_reason, observation.message) if p)
                 completions.append((ta, row.code, message, observation, row))
         bulk_set(TaskAttempt, changed, ["pod_uid", "node_name", "ip", "state", "started_at"])
+        bulk_set(Task, running_tasks, ["state"])
         self._store_events([attempts[name] for name in latest if name in attempts])
         self._complete_task_attempts(completions)
 
@@ -392,7 +396,7 @@ class Controller:
         for ta, code, diagnostics, observation, row in completions:
             row = row or exitcodes.row(code)
             finished = _dt(observation.finished_at) if observation is not None else None
-            ta.state = JobState.SUCCEEDED if row.type == "succeeded" else JobState.FAILED
+            ta.state = lifecycle.user_state(JobSubState.COMPLETED, code).value
             ta.exit_code, ta.exit_spec_code = code, row.code
             ta.diagnostics = (diagnostics or "")[:4000]
             ta.completed_at = finished or now
@@ -451,7 +455,7 @@ class Controller:
                     ending.append(self._unprocessable(attempt, "apply its completion policy", exc))
                     continue
                 if outcome is not None:
-                    ending.append((attempt, outcome.exit_code, outcome.trigger, outcome.exit_row, outcome.task))
+                    ending.append((attempt, outcome.exit_code, outcome.message, outcome.exit_row, outcome.task))
         self._launch(launched)
         self._begin_deletions(ending, by_attempt)
 
@@ -566,6 +570,7 @@ class Controller:
             attempt.exit_code = code
             attempt.exit_spec_code = row.code
             attempt.exit_diagnostics = self._diagnostics(row, code, message, task, tas)
+            attempt.exit_trigger_message = message or ""
             if task is not None:
                 attempt.trigger_task_role, attempt.trigger_task_index = task.task_role, task.index
             attempt.sub_state = JobSubState.ATTEMPT_DELETION_PENDING
@@ -573,8 +578,8 @@ class Controller:
             attempts.append(attempt)
         with transaction.atomic():
             bulk_set(JobAttempt, attempts, [
-                "exit_code", "exit_spec_code", "exit_diagnostics", "trigger_task_role", "trigger_task_index",
-                "sub_state", "state",
+                "exit_code", "exit_spec_code", "exit_diagnostics", "exit_trigger_message", "trigger_task_role",
+                "trigger_task_index", "sub_state", "state",
             ])
             groups = {}
             for attempt in attempts:
