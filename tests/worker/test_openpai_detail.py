@@ -79,6 +79,45 @@ def test_a_failed_job_keeps_its_exit_code_with_openpais_exit_spec(world, worker,
     assert by_id["jobStatus"]["appExitSpec"] == spec
 
 
+def test_without_gang_allocation_a_task_is_retried_on_its_own(world, worker, submit, tmp_path):
+    # Task 0 fails twice (exit 3, an unknown failure: counted), then succeeds; task 1 succeeds at once.
+    counter = tmp_path / "runs"
+    script = (
+        'if [ "$PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX" = 0 ]; then '
+        f'n=$(cat {counter} 2>/dev/null || echo 0); echo $((n + 1)) > {counter}; '
+        'echo "run $n"; [ "$n" -ge 2 ] || exit 3; fi; echo done'
+    )
+    text = job_yaml("flaky", roles={"main": {"instances": 2, "commands": [script]}}, extras={"gangAllocation": False})
+    text = text.replace("    commands:", "    taskRetryCount: 2\n    commands:")
+    job = submit(world.a_member, text)
+    job = worker.wait_for_state(job, "SUCCEEDED", "FAILED")
+
+    assert job.state == "SUCCEEDED", job.attempts.first().exit_diagnostics
+    assert (job.retries, job.attempts.count()) == (0, 1)  # the job itself was not retried
+    body = assert_valid(JOB_DETAIL, detail(world.a_member, job))
+    flaky, steady = statuses(body)[("main", 0)], statuses(body)[("main", 1)]
+    assert (flaky["taskState"], flaky["retries"], flaky["accountableRetries"], flaky["attemptId"]) == (
+        "SUCCEEDED", 2, 2, 2)
+    assert (steady["retries"], steady["attemptId"]) == (0, 0)
+    history = api(world.a_member).get(
+        "/api/v2/jobs/a_member~flaky/attempts/0/taskRoles/main/taskIndex/0/attempts").json()
+    assert [(a["attemptId"], a["attemptState"], a["containerExitCode"]) for a in history["attempts"]] == [
+        (0, "FAILED", 3), (1, "FAILED", 3), (2, "SUCCEEDED", 0)]
+    logs = [worker.controller.backend.read_log(ta.pod_name)
+            for ta in Task.objects.get(job_attempt__job=job, index=0).attempts.order_by("index")]
+    assert ["run 0" in logs[0], "run 1" in logs[1], "done" in logs[2]] == [True, True, True]
+
+
+def test_a_task_that_uses_up_its_retries_fails_the_job(world, worker, submit):
+    text = job_yaml("hopeless", roles={"main": {"commands": ["exit 3"]}}, extras={"gangAllocation": False})
+    job = submit(world.a_member, text.replace("    commands:", "    taskRetryCount: 1\n    commands:"))
+    job = worker.wait_for_state(job, "FAILED", "SUCCEEDED")
+
+    assert (job.state, job.app_exit_code) == ("FAILED", 3)
+    task = statuses(assert_valid(JOB_DETAIL, detail(world.a_member, job)))[("main", 0)]
+    assert (task["taskState"], task["retries"], task["attemptId"]) == ("FAILED", 1, 1)
+
+
 def test_job_retry_count_minus_two_runs_the_job_again_after_success_until_stopped(world, worker, submit):
     job = submit(world.a_member, job_yaml("forever", retry=-2, roles={"main": {"commands": ["echo served"]}}))
     worker.run_until(lambda: Job.objects.get(pk=job.pk).retries >= 2)

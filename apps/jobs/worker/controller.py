@@ -155,6 +155,7 @@ class Controller:
         # Attempts whose pods changed since the last pass; the others are looked at only
         # in a full pass (every FULL_PASS_EVERY cycles, and after a rebuild).
         self._touched = set()
+        self._retried = set()  # attempts with a retried task whose pod is still to create
         self._cycles = 0
         self._configuration_fresh = False  # read in this cycle
 
@@ -226,7 +227,8 @@ class Controller:
             self.refresh_configuration()
         self._cycles += 1
         for step in (self.sync_node_health, self.observe, lambda: self.advance_jobs(full=full),
-                     lambda: self.schedule(now), self.create_missing_pods, self.advance_jobs):
+                     lambda: self.schedule(now), self.create_missing_pods,
+                     lambda: self.create_retried_pods(full=full), self.advance_jobs):
             self._guard(write=False)
             step()
 
@@ -390,9 +392,15 @@ class Controller:
         self._complete_task_attempts([(ta, code, diagnostics, observation, row)])
 
     def _complete_task_attempts(self, completions):
-        """Record how task attempts ended (and their tasks), in a few statements per batch."""
-        done, tasks = [], []
+        """Record how task attempts ended (and their tasks), in a few statements per batch.
+
+        Without gang allocation a task follows its own retry policy (`taskRetryCount`): a
+        retried task gets its next task attempt here, on the same node, devices and ports,
+        and its pod is created by `create_retried_pods`.
+        """
+        done, tasks, retried = [], [], []
         now = timezone.now()
+        retrying = self._attempts_retrying_tasks(completions)
         for ta, code, diagnostics, observation, row in completions:
             row = row or exitcodes.row(code)
             finished = _dt(observation.finished_at) if observation is not None else None
@@ -404,12 +412,59 @@ class Controller:
             self._touched.add(ta.task.job_attempt_id)
             done.append(ta)
             tasks.append(ta.task)
+            attempt = retrying.get(ta.task.job_attempt_id)
+            decision = self._task_retry(attempt, ta, code, row) if attempt is not None else None
+            if decision is not None and decision.retry:
+                ta.task.retries = decision.state.retries
+                ta.task.accountable_retries = decision.state.counted
+                ta.task.state = JobState.WAITING
+                retried.append(self._next_task_attempt(attempt, ta))
+                self._retried.add(attempt.pk)
+                continue  # the next task attempt keeps the ports
             ip = self._node_ips().get(ta.node_name, "127.0.0.1")
             for values in (ta.ports or {}).values():
                 self.ports.release(ip, values)
         with transaction.atomic():
             bulk_set(TaskAttempt, done, ["state", "exit_code", "exit_spec_code", "diagnostics", "completed_at"])
-            bulk_set(Task, tasks, ["state"])
+            bulk_set(Task, tasks, ["state", "retries", "accountable_retries"])
+            TaskAttempt.objects.bulk_create(retried)
+
+    @staticmethod
+    def _attempts_retrying_tasks(completions):
+        """{attempt id: attempt, with its job} of the completions' attempts whose jobs run
+        without gang allocation (their tasks retry on their own); one query."""
+        ids = {ta.task.job_attempt_id for ta, *_ in completions}
+        if not ids:
+            return {}
+        return JobAttempt.objects.filter(pk__in=ids, job__gang_allocation=False).select_related("job").only(
+            "id", "index", "sub_state", "job__id", "job__spec", "job__submitted_at", "job__execution_type",
+        ).in_bulk()
+
+    @staticmethod
+    def _task_retry(attempt, ta, code, row):
+        """FrameworkController's task retry policy for a task attempt that ended on its own
+        (not while its attempt ends, nor after a stop); None when it does not apply."""
+        if attempt.job.execution_type == "STOP" or attempt.sub_state in DELETION_SUBSTATES:
+            return None
+        if code in (exitcodes.STOP_REQUESTED, exitcodes.ATTEMPT_COMPLETION):
+            return None
+        spec = attempt.job.spec["taskRoles"].get(ta.task.task_role) or {}
+        state = lifecycle.RetryState(retries=ta.task.retries, counted=ta.task.accountable_retries)
+        return lifecycle.decide_task_retry(code, row, int(spec.get("taskRetryCount", 0)), state, gang_allocation=False)
+
+    def _next_task_attempt(self, attempt, ta):
+        index = ta.index + 1
+        name = launch.pod_name(launch.job_key(attempt.job), ta.task.task_role, ta.task.index, attempt.index, index)
+        return TaskAttempt(
+            task=ta.task,
+            index=index,
+            pod_name=name,
+            node_name=ta.node_name,
+            device_indices=list(ta.device_indices),
+            ip=ta.ip,
+            ports=dict(ta.ports or {}),
+            log_path=str(local_state_dir(self.cluster) / "pods" / name / "all.log"),
+        )
 
     # -- job lifecycles --------------------------------------------------------------
 
@@ -503,8 +558,15 @@ class Controller:
         return attempt, exitcodes.POD_CREATION_PERMANENT_ERROR, message, None, None
 
     def _evaluate(self, job, task_attempts):
-        """Replay the completed tasks in completion order through the completion policy."""
-        completed = sorted((ta for ta in task_attempts if ta.completed_at), key=lambda ta: (ta.completed_at, ta.pk))
+        """Replay the completed tasks in completion order through the completion policy.
+
+        A task is completed when its latest task attempt is: a retried one has a newer attempt.
+        """
+        latest = {}
+        for ta in task_attempts:
+            if ta.task_id not in latest or ta.index > latest[ta.task_id].index:
+                latest[ta.task_id] = ta
+        completed = sorted((ta for ta in latest.values() if ta.completed_at), key=lambda ta: (ta.completed_at, ta.pk))
         if not completed:
             return None
         progress = {}
@@ -855,29 +917,70 @@ class Controller:
                 # a failed call cut short.
                 if ta.completed_at or (ta.pod_uid and (ta.started_at or not spec.secrets)):
                     continue
-                self._guard()
-                try:
-                    observation = self.backend.create_pod(spec)
-                except TransientCreationError as exc:
-                    created_all = False
-                    failures = ta.diagnostics.count("creation failed") + 1
-                    if failures >= CREATION_ATTEMPTS:
-                        self._complete_task_attempt(ta, exitcodes.POD_CREATION_TRANSIENT_ERROR, str(exc))
-                    else:
-                        TaskAttempt.objects.filter(pk=ta.pk).update(
-                            diagnostics=f"{ta.diagnostics}\ncreation failed: {exc}".strip()
-                        )
-                    continue
-                except PermanentCreationError as exc:
-                    self._complete_task_attempt(ta, exitcodes.POD_CREATION_PERMANENT_ERROR, str(exc))
-                    continue
-                if ta.pod_uid and observation.uid != ta.pod_uid:
-                    # The pod we knew went meanwhile (its end is observed); this new one is not the task attempt's.
-                    self._delete_pod(spec.name, observation.uid)
-                    continue
-                TaskAttempt.objects.filter(pk=ta.pk).update(pod_uid=observation.uid)
-                ta.pod_uid = observation.uid
-                failpoint("after-pod-created")
+                created_all &= self._create_pod(ta, spec)
             if created_all:
                 prepared.append(attempt)
         self._set_sub_states(prepared, JobSubState.ATTEMPT_PREPARING)
+
+    def _create_pod(self, ta, spec):
+        """Create the task attempt's pod; False when a transient error leaves it for the next cycle."""
+        self._guard()
+        try:
+            observation = self.backend.create_pod(spec)
+        except TransientCreationError as exc:
+            failures = ta.diagnostics.count("creation failed") + 1
+            if failures >= CREATION_ATTEMPTS:
+                self._complete_task_attempt(ta, exitcodes.POD_CREATION_TRANSIENT_ERROR, str(exc))
+            else:
+                TaskAttempt.objects.filter(pk=ta.pk).update(
+                    diagnostics=f"{ta.diagnostics}\ncreation failed: {exc}".strip()
+                )
+            return False
+        except PermanentCreationError as exc:
+            self._complete_task_attempt(ta, exitcodes.POD_CREATION_PERMANENT_ERROR, str(exc))
+            return True
+        if ta.pod_uid and observation.uid != ta.pod_uid:
+            # The pod we knew went meanwhile (its end is observed); this new one is not the task attempt's.
+            self._delete_pod(spec.name, observation.uid)
+            return True
+        TaskAttempt.objects.filter(pk=ta.pk).update(pod_uid=observation.uid)
+        ta.pod_uid = observation.uid
+        failpoint("after-pod-created")
+        return True
+
+    def create_retried_pods(self, full=True):
+        """Pods of the tasks retried on their own (gang allocation off) in attempts that run.
+
+        Their task attempts are written when the previous one ends; this creates their pods,
+        with the environment of the attempt's current tasks. A full pass looks in the
+        database (crash repair); otherwise only at the attempts that retried a task.
+        """
+        pending = TaskAttempt.objects.filter(
+            task__job_attempt__job__virtual_cluster__cluster=self.cluster,
+            task__job_attempt__sub_state__in=(JobSubState.ATTEMPT_PREPARING, JobSubState.ATTEMPT_RUNNING),
+            index__gt=0, pod_uid="", completed_at__isnull=True,
+        )
+        if not full:
+            if not self._retried:
+                return
+            pending = pending.filter(task__job_attempt__in=list(self._retried))
+        self._retried = set()
+        attempt_ids = set(pending.values_list("task__job_attempt_id", flat=True))
+        if not attempt_ids:
+            return
+        node_ips = self._node_ips()
+        gpus_per_leaf = dict(CellType.objects.filter(cluster=self.cluster, child__isnull=True).values_list("name", "gpu"))
+        attempts = JobAttempt.objects.filter(pk__in=attempt_ids).select_related(
+            "job__owner", "job__virtual_cluster", "job__tenant"
+        )
+        for attempt in attempts.order_by("job_id"):
+            current = {}
+            for ta in TaskAttempt.objects.filter(task__job_attempt=attempt).select_related("task").order_by(
+                "task__task_role", "task__index", "index"
+            ):
+                current[ta.task_id] = ta  # the latest of each task
+            pairs = [(ta, ta.task) for ta in current.values()]
+            specs = launch.pod_specs(attempt.job, attempt.index, pairs, attempt.job.placement, node_ips, gpus_per_leaf)
+            for (ta, _task), spec in zip(pairs, specs):
+                if ta.index > 0 and not ta.pod_uid and not ta.completed_at and not self._create_pod(ta, spec):
+                    self._retried.add(attempt.pk)  # a transient error: again next cycle
