@@ -72,6 +72,10 @@ def allocate_ports(job, attempt_index, placement, node_ips, allocator):
 
 
 def storage_mounts(job):
+    """The job's storages as mounts. The directory inside the storage (its sub-path, then
+    the owner's name for a per-user storage) is applied once: a host-path storage's
+    ``host_path`` is that directory itself, any other storage's claim gets it as
+    ``sub_path``."""
     names = [s["name"] for s in job.launch.get("storages", [])]
     configs = {c.name: c for c in StorageConfig.objects.filter(name__in=names).select_related("server")}
     mounts = []
@@ -79,14 +83,12 @@ def storage_mounts(job):
         config = configs.get(item["name"])
         if config is None:
             continue
-        sub_path = config.sub_path
+        inside = PurePosixPath(config.sub_path.strip("/") or ".")
         if config.per_user_sub_path:
-            sub_path = str(PurePosixPath(sub_path or ".") / job.owner.username)
-        host_path = None
+            inside /= job.owner.username
+        host_path, sub_path = None, "" if str(inside) == "." else str(inside)
         if config.server.kind == StorageKind.HOST_PATH:
-            host_path = str(PurePosixPath(config.server.root_path) / (config.sub_path or ""))
-            if config.per_user_sub_path:
-                host_path = str(PurePosixPath(host_path) / job.owner.username)
+            host_path, sub_path = str(PurePosixPath(config.server.root_path) / inside), ""
         mounts.append(
             StorageMount(
                 name=config.name,
