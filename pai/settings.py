@@ -31,11 +31,40 @@ def env_list(name, default=""):
 PAI_ENV = env("PAI_ENV", "development")
 PRODUCTION = PAI_ENV == "production"
 
+# Where pai keeps its own files on a single box: the SQLite database, task logs of the
+# local backend, the development secret key. Made private to pai's user when pai makes it.
+PAI_DATA_DIR = Path(env("PAI_DATA_DIR", str(BASE_DIR / "var")))
+
+
+def development_secret_key(data_dir):
+    """The box's own random key, made on first use and kept in the data directory (0600):
+    a development install never signs sessions or derives keys from a published value."""
+    path = data_dir / "secret_key"
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        pass
+    import secrets
+
+    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    tmp = data_dir / f"secret_key.{os.getpid()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with open(fd, "w") as f:
+        f.write(secrets.token_urlsafe(50) + "\n")
+    try:
+        os.link(tmp, path)  # the first process to start wins; the others read its key
+    except FileExistsError:
+        pass
+    finally:
+        tmp.unlink()
+    return path.read_text().strip()
+
+
 SECRET_KEY = env("SECRET_KEY")
 if not SECRET_KEY:
     if PRODUCTION:
         raise ImproperlyConfigured("SECRET_KEY must be set when PAI_ENV=production")
-    SECRET_KEY = "dev-only-insecure-key-never-use-in-production-0123456789abcdef"
+    SECRET_KEY = development_secret_key(PAI_DATA_DIR)
 
 # Fernet keys of the secrets stored encrypted (job secrets, registry credentials): a
 # comma-separated list, the first encrypts, every one decrypts (key rotation).
@@ -46,7 +75,7 @@ if not PAI_SECRETS_KEYS:
     import base64
     import hashlib
 
-    # Development: a key derived from SECRET_KEY, so a dev box needs no extra setting.
+    # Development: a key derived from SECRET_KEY (random, per box), so a dev box needs no extra setting.
     PAI_SECRETS_KEYS = [base64.urlsafe_b64encode(hashlib.sha256(b"pai-secrets:" + SECRET_KEY.encode()).digest()).decode()]
 
 DEBUG = env_bool("DEBUG", not PRODUCTION)
@@ -55,10 +84,6 @@ if env("PAI_POD_IP"):
     # Prometheus scrapes each web pod at its own address (the Helm chart passes it).
     ALLOWED_HOSTS.append(env("PAI_POD_IP"))
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
-
-# Where pai keeps its own files on a single box: the SQLite database, task logs of the
-# local backend.
-PAI_DATA_DIR = Path(env("PAI_DATA_DIR", str(BASE_DIR / "var")))
 
 INSTALLED_APPS = [
     "pai.apps.PaiAdminConfig",
@@ -123,7 +148,7 @@ TEMPLATES = [
 
 if not env("DATABASE_URL"):
     # The embedded default keeps its SQLite file there: a fresh checkout has no `var/` yet.
-    PAI_DATA_DIR.mkdir(parents=True, exist_ok=True)
+    PAI_DATA_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
 DATABASES = {
     "default": dj_database_url.parse(
         env("DATABASE_URL", f"sqlite:///{PAI_DATA_DIR / 'pai.sqlite3'}"),

@@ -1,6 +1,7 @@
 import os
 import signal
 import socket
+import stat
 import subprocess
 import sys
 import time
@@ -47,6 +48,33 @@ def test_production_refuses_to_start_without_a_secret_key(tmp_path):
     )
     assert result.returncode != 0
     assert "SECRET_KEY must be set" in result.stderr
+
+
+def test_a_development_box_makes_its_own_secret_key_once(tmp_path):
+    # Never a published default: a random key per data directory, private, the same on
+    # every start, and the one key of processes starting together (web and worker).
+    env = {k: v for k, v in os.environ.items() if k not in ("SECRET_KEY", "PAI_SECRETS_KEY", "PAI_ENV", "DATABASE_URL")}
+    show = "import pai.settings as s; print(s.SECRET_KEY, s.PAI_SECRETS_KEYS[0])"
+
+    def start(data_dir):
+        return subprocess.Popen(
+            [sys.executable, "-c", show], cwd=ROOT, env={**env, "PAI_DATA_DIR": str(data_dir)},
+            stdout=subprocess.PIPE, text=True,
+        )
+
+    data_dir = tmp_path / "box" / "var"
+    together = [start(data_dir) for _ in range(3)]
+    keys = {tuple(p.communicate(timeout=60)[0].split()) for p in together}
+    assert len(keys) == 1
+    [(secret_key, fernet_key)] = keys
+    assert tuple(start(data_dir).communicate(timeout=60)[0].split()) == (secret_key, fernet_key)
+    other = tuple(start(tmp_path / "other").communicate(timeout=60)[0].split())
+    assert other[0] != secret_key and other[1] != fernet_key
+    assert len(secret_key) >= 50 and secret_key != "dev-only-insecure-key-never-use-in-production-0123456789abcdef"
+    key_file = data_dir / "secret_key"
+    assert key_file.read_text().strip() == secret_key
+    assert (stat.S_IMODE(key_file.stat().st_mode), stat.S_IMODE(data_dir.stat().st_mode)) == (0o600, 0o700)
+    assert sorted(p.name for p in data_dir.iterdir()) == ["secret_key"]  # no temporary file left
 
 
 @pytest.fixture(scope="module")

@@ -32,6 +32,8 @@ def worker_env(tmp_path, **extra):
         **os.environ,
         "DATABASE_URL": url,
         "PAI_DATA_DIR": str(tmp_path),
+        # The test process's key: a data directory of its own would make the worker another.
+        "SECRET_KEY": settings.SECRET_KEY,
         "PAI_SCHEDULER_LEASE_SECONDS": "3",
         **extra,
     }
