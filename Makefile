@@ -6,7 +6,7 @@ PIP := $(VENV)/bin/pip
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run serve test bench install system-deps migrate demo check clean
+.PHONY: run serve test bench install system-deps sandbox-deps migrate demo check clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,7 +23,7 @@ demo: migrate
 	$(PY) manage.py seed_demo
 
 # The service on its embedded defaults: SQLite, ORM broker, local backend, demo data.
-run: demo serve
+run: demo sandbox-deps serve
 
 # The web server and the worker together; Ctrl-C stops both, once each. Each runs in
 # its own session, so the terminal's Ctrl-C reaches only this shell, which sends each a
@@ -42,13 +42,24 @@ serve:
 	wait $$worker; \
 	echo "pai stopped."
 
+# The local backend's sandbox (bubblewrap, Debian's package): it needs root anyway, so
+# only root installs it here; without it the local backend runs one tenant's jobs only.
+sandbox-deps:
+	@if [ "$$(id -u)" = 0 ] && ! command -v bwrap >/dev/null; then \
+	  echo "installing Debian's bubblewrap for the local backend's sandbox"; \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends bubblewrap >/dev/null) \
+	    || echo "could not install bubblewrap: the local backend will run one tenant's jobs only"; \
+	fi
+
 # Real peers the integration tests start: Prometheus, Alertmanager and headless Chromium,
-# from Debian's packages. Installed once, only when missing.
+# from Debian's packages, and bubblewrap for the local backend's sandbox. Installed once,
+# only when missing.
 system-deps:
 	@missing=""; \
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
 	command -v prometheus-alertmanager >/dev/null || missing="$$missing prometheus-alertmanager"; \
 	command -v prometheus >/dev/null || missing="$$missing prometheus"; \
+	command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \

@@ -255,6 +255,11 @@ DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", "pai@localhost")
 PAI_BACKEND = env("PAI_BACKEND", "local")
 if PAI_BACKEND not in {"local", "kubernetes"}:
     raise ImproperlyConfigured("PAI_BACKEND must be 'local' or 'kubernetes'")
+# How the local backend keeps tasks apart (README, "The local backend's sandbox").
+PAI_LOCAL_SANDBOX = env("PAI_LOCAL_SANDBOX", "auto")
+if PAI_LOCAL_SANDBOX not in {"auto", "required", "single-tenant", "off"}:
+    raise ImproperlyConfigured("PAI_LOCAL_SANDBOX must be 'auto', 'required', 'single-tenant' or 'off'")
+PAI_LOCAL_SANDBOX_UID_BASE = int(env("PAI_LOCAL_SANDBOX_UID_BASE", "1900000000"))
 PAI_USER_MANUAL_URL = env("PAI_USER_MANUAL_URL", "https://openpai.readthedocs.io/en/latest/manual/cluster-user/")
 # The address users reach pai at, written in e-mails. Required in production; in
 # development e-mails sent while answering a request use the request's address

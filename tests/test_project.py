@@ -25,6 +25,7 @@ def test_production_settings_pass_the_deployment_checks(tmp_path):
     env = {
         **os.environ,
         "PAI_ENV": "production",
+        "PAI_BACKEND": "kubernetes",  # as the Helm chart deploys it
         "SECRET_KEY": "x" * 30 + "-a-long-random-production-key-0123456789",
         "ALLOWED_HOSTS": "pai.example.com",
         "PAI_PUBLIC_URL": "https://pai.example.com",

@@ -17,4 +17,6 @@ class JobsConfig(AppConfig):
     verbose_name = "Jobs"
 
     def ready(self):
+        from . import checks  # noqa: F401  (registers them)
+
         post_migrate.connect(_ensure_schedules, sender=self, dispatch_uid="jobs.ensure_schedules")

@@ -19,19 +19,11 @@ from scheduler.backends import (
 from scheduler.backends.local import LocalNode
 from scheduler.exitcodes import classify
 
-from .conftest import wait_for, wait_terminal
+from .conftest import alive, wait_for, wait_for_process, wait_terminal
 
 
 def spec(name, commands, node="gpu-node-1", **kwargs):
     return PodSpec(name=name, node=node, commands=commands, **kwargs)
-
-
-def alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().split(") ")[1][0] not in "ZX"
-    except FileNotFoundError:
-        return False
 
 
 def test_nodes_come_from_the_configuration(backend):
@@ -106,7 +98,8 @@ def test_a_missing_command_exits_127_and_classifies_permanent(backend):
 def test_a_task_killed_by_sigkill_reports_137(backend):
     backend.create_pod(spec("killed", "echo before; kill -KILL $$; echo after"))
     obs = wait_terminal(backend, "killed")
-    assert (obs.exit_code, obs.signal) == (137, 9)
+    # In the sandbox, bubblewrap relays the end as a shell does (128 + N), without the signal.
+    assert (obs.exit_code, obs.signal) == (137, None if backend.sandboxed else 9)
     assert backend.read_log("killed") == "before\n"
     assert classify(obs.exit_code, obs.signal, obs.reason, obs.container_reason).type == "transient"
 
@@ -129,30 +122,30 @@ def test_stop_kills_after_the_grace_period_and_leaves_no_process(backend):
     backend.create_pod(
         spec(
             "stubborn",
-            "trap 'echo ignoring TERM' TERM; (trap '' TERM; exec sleep 30) & echo \"pids $$ $!\";"
+            "trap 'echo ignoring TERM' TERM; (trap '' TERM; exec sleep 30) &"
             " while kill -0 $! 2>/dev/null; do wait $!; done",
             grace_seconds=0.4,
         )
     )
-    wait_for(backend, "stubborn", lambda o: "pids" in backend.read_log("stubborn"))
-    shell_pid, sleep_pid = (int(p) for p in backend.read_log("stubborn").split("pids ")[1].split())
+    processes = wait_for_process(backend, "stubborn", "sleep 30")
+    assert any(command.endswith("while kill -0 $! 2>/dev/null; do wait $!; done") for command in processes.values())
     started = time.monotonic()
     backend.delete_pod("stubborn")
     obs = wait_for(backend, "stubborn", lambda o: o.deleted)
     assert 0.35 < time.monotonic() - started < 4
     assert (obs.exit_code, obs.signal) == (137, 9)
     assert "ignoring TERM" in backend.read_log("stubborn")
-    assert not alive(shell_pid) and not alive(sleep_pid)
+    assert not any(alive(pid) for pid in processes)
 
 
 def test_background_processes_die_with_the_task(backend):
-    backend.create_pod(spec("leftover", 'sleep 30 & echo "bg $!"'))
+    backend.create_pod(spec("leftover", "sleep 30 & sleep 0.5"))
+    processes = wait_for_process(backend, "leftover", "sleep 30")
     wait_terminal(backend, "leftover")
-    pid = int(backend.read_log("leftover").split()[1])
     deadline = time.monotonic() + 2
-    while alive(pid) and time.monotonic() < deadline:
+    while any(alive(pid) for pid in processes) and time.monotonic() < deadline:
         time.sleep(0.02)
-    assert not alive(pid)
+    assert not any(alive(pid) for pid in processes)
 
 
 def test_create_is_idempotent_and_never_runs_a_pod_twice(backend, tmp_path):
@@ -175,14 +168,33 @@ def test_storages_map_to_local_directories_named_in_the_environment(backend, sta
         StorageMount(name="scratch", claim="scratch", mount_path="/mnt/scratch", host_path=str(host)),
     )
     backend.create_pod(
-        spec("storage", 'echo hi > "$PAI_STORAGE_TEAM_DATA/f"; echo "$PAI_STORAGE_MOUNTS"', storage_mounts=mounts)
+        spec(
+            "storage",
+            'echo hi > "$PAI_STORAGE_TEAM_DATA/f"; echo ho > "$PAI_STORAGE_SCRATCH/g"; echo "$PAI_STORAGE_MOUNTS"',
+            storage_mounts=mounts,
+        )
     )
-    wait_terminal(backend, "storage")
+    assert wait_terminal(backend, "storage").exit_code == 0, backend.read_log("storage")
     mapping = json.loads(backend.read_log("storage"))
-    assert mapping["/mnt/scratch"] == str(host)
-    data = mapping["/mnt/data"]
-    assert data.startswith(str(state_dir)) and data.endswith("team-data-pvc/alice")
-    assert open(os.path.join(data, "f")).read() == "hi\n"
+    data = state_dir / "storage" / "team-data-pvc" / "alice"
+    if backend.sandboxed:
+        # The sandbox mounts each storage where the job file says.
+        assert mapping == {"/mnt/data": "/mnt/data", "/mnt/scratch": "/mnt/scratch"}
+    else:
+        assert mapping == {"/mnt/data": str(data), "/mnt/scratch": str(host)}
+    assert (data / "f").read_text() == "hi\n"
+    assert (host / "g").read_text() == "ho\n"
+
+
+def test_a_host_path_storage_is_its_directory_whatever_its_sub_path(backend, tmp_path):
+    # A host path already is the storage's directory (launch folds the sub-path in), as
+    # on Kubernetes, where a host-path volume gets no subPath.
+    host = tmp_path / "team" / "home" / "carol"
+    mount = StorageMount(name="home", claim="home", mount_path="/mnt/home", sub_path="home/carol", host_path=str(host))
+    backend.create_pod(spec("host-home", 'echo mine > "$PAI_STORAGE_HOME/f"', storage_mounts=(mount,)))
+    assert wait_terminal(backend, "host-home").exit_code == 0, backend.read_log("host-home")
+    assert (host / "f").read_text() == "mine\n"
+    assert [p.relative_to(tmp_path).as_posix() for p in sorted(tmp_path.rglob("f"))] == ["team/home/carol/f"]
 
 
 @pytest.mark.parametrize(

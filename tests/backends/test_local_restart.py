@@ -16,16 +16,19 @@ import pytest
 
 from scheduler.backends import PodSpec, StorageMount, TransientCreationError
 from scheduler.backends.local import LocalBackend
+from scheduler.backends.local.sandbox import Isolation
 from scheduler.exitcodes import classify
 
-from .conftest import NODES, wait_for, wait_terminal
+from .conftest import NODES, alive, wait_for, wait_for_process, wait_terminal
 
 REPO = Path(__file__).resolve().parents[2]
 CREATE = """
 import json, sys
 from scheduler.backends import PodSpec, StorageMount
 from scheduler.backends.local import LocalBackend
+from scheduler.backends.local.sandbox import Isolation
 options = json.loads(sys.argv[3])
+options["isolation"] = Isolation(mode=options["isolation"])
 backend = LocalBackend(sys.argv[1], json.loads(sys.argv[2]), **options)
 for item in json.loads(sys.argv[4]):
     item["storage_mounts"] = tuple(StorageMount(**m) for m in item.get("storage_mounts", ()))
@@ -33,8 +36,9 @@ for item in json.loads(sys.argv[4]):
 """
 
 
-def create_in_another_worker(state_dir, *pods, **options):
+def create_in_another_worker(state_dir, isolation, *pods, **options):
     """Create pods from a separate worker process that exits right after; their uids."""
+    options["isolation"] = isolation.mode
     done = subprocess.run(
         [sys.executable, "-c", CREATE, str(state_dir), json.dumps(NODES), json.dumps(options), json.dumps(pods)],
         cwd=REPO,
@@ -46,30 +50,22 @@ def create_in_another_worker(state_dir, *pods, **options):
     return done.stdout.split()
 
 
-def wait_for_log(state_dir, name, text, timeout=10.0):
-    reader = LocalBackend(state_dir, NODES)  # reading logs changes nothing
-    deadline = time.monotonic() + timeout
-    while text not in reader.read_log(name):
-        assert time.monotonic() < deadline, f"{text!r} never appeared in the log of {name}"
-        time.sleep(0.02)
-    return reader.read_log(name)
+def reader(state_dir):
+    """A backend that only reads (logs, records): reading changes nothing."""
+    return LocalBackend(state_dir, NODES, isolation=Isolation(mode="off"))
 
 
-def alive(pid):
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(") ", 1)[1][0] not in "ZX"
-    except FileNotFoundError:
-        return False
+def recorded_process(state_dir, name):
+    return json.loads((state_dir / "pods" / name / "process.json").read_text())
 
 
 @pytest.fixture
-def restarted(state_dir):
+def restarted(state_dir, isolation):
     """The backend of the restarted worker (created when first used)."""
     backends = []
 
     def make(**options):
-        backends.append(LocalBackend(state_dir, NODES, **options))
+        backends.append(LocalBackend(state_dir, NODES, isolation=isolation, **options))
         return backends[-1]
 
     yield make
@@ -78,7 +74,7 @@ def restarted(state_dir):
             b.delete_pod(pod.name, grace_seconds=0)
 
 
-def test_a_running_pod_is_adopted_its_exit_reported_and_it_never_runs_twice(state_dir, tmp_path, restarted):
+def test_a_running_pod_is_adopted_its_exit_reported_and_it_never_runs_twice(state_dir, tmp_path, isolation, restarted):
     out = str(tmp_path / "out")
     pod = {
         "name": "adopted",
@@ -86,7 +82,7 @@ def test_a_running_pod_is_adopted_its_exit_reported_and_it_never_runs_twice(stat
         "commands": 'echo run >> "$PAI_STORAGE_OUT/runs"; sleep 0.8; exit 5',
         "storage_mounts": [{"name": "out", "claim": "out", "mount_path": "/mnt/out", "host_path": out}],
     }
-    [uid] = create_in_another_worker(state_dir, pod)
+    [uid] = create_in_another_worker(state_dir, isolation, pod)
     backend = restarted()
     running = wait_for(backend, "adopted", lambda o: o.phase == "Running")
     assert running.uid == uid
@@ -100,9 +96,10 @@ def test_a_running_pod_is_adopted_its_exit_reported_and_it_never_runs_twice(stat
     assert (tmp_path / "out" / "runs").read_text() == "run\n"
 
 
-def test_a_task_killed_while_no_worker_runs_is_reported_with_its_signal(state_dir, restarted):
-    create_in_another_worker(state_dir, {"name": "orphan", "node": "gpu-node-1", "commands": 'echo "pid $$"; sleep 30'})
-    pid = int(wait_for_log(state_dir, "orphan", "pid ").split()[1])
+def test_a_task_killed_while_no_worker_runs_is_reported_with_its_signal(state_dir, isolation, restarted):
+    create_in_another_worker(state_dir, isolation, {"name": "orphan", "node": "gpu-node-1", "commands": "sleep 30"})
+    wait_for_process(reader(state_dir), "orphan", "sleep 30")
+    pid = recorded_process(state_dir, "orphan")["pid"]  # the task's shell, or its sandbox
     os.kill(pid, signal.SIGKILL)
     while alive(pid):
         time.sleep(0.01)
@@ -110,40 +107,45 @@ def test_a_task_killed_while_no_worker_runs_is_reported_with_its_signal(state_di
     assert (obs.phase, obs.exit_code, obs.signal, obs.reason) == ("Failed", 137, 9, "")
 
 
-def test_a_finished_pod_is_reported_by_the_next_worker(state_dir, restarted):
-    create_in_another_worker(state_dir, {"name": "quick", "node": "cpu-node-1", "commands": "echo done"})
-    wait_for_log(state_dir, "quick", "done")
+def test_a_finished_pod_is_reported_by_the_next_worker(state_dir, isolation, restarted):
+    create_in_another_worker(state_dir, isolation, {"name": "quick", "node": "cpu-node-1", "commands": "echo done"})
+    deadline = time.monotonic() + 10
+    while "done" not in reader(state_dir).read_log("quick"):
+        assert time.monotonic() < deadline, "the pod never ran"
+        time.sleep(0.02)
     obs = wait_terminal(restarted(), "quick")
     assert (obs.phase, obs.exit_code) == ("Succeeded", 0)
 
 
-def test_a_vanished_supervisor_is_reported_lost_and_its_task_killed(state_dir, restarted):
-    create_in_another_worker(
-        state_dir,
-        {"name": "vanish", "node": "gpu-node-1", "commands": "echo \"pid $$ session $(cut -d' ' -f6 /proc/$$/stat)\"; sleep 30"},
-    )
-    words = wait_for_log(state_dir, "vanish", "session ").split()
-    task, supervisor = int(words[1]), int(words[3])
+def test_a_vanished_supervisor_is_reported_lost_and_its_task_killed(state_dir, isolation, restarted):
+    create_in_another_worker(state_dir, isolation, {"name": "vanish", "node": "gpu-node-1", "commands": "sleep 30"})
+    processes = wait_for_process(reader(state_dir), "vanish", "sleep 30")
+    supervisor = recorded_process(state_dir, "vanish")["shim_pid"]
     os.kill(supervisor, signal.SIGKILL)
     while alive(supervisor):
         time.sleep(0.01)
-    assert alive(task)
+    if isolation.mode == "off":
+        assert all(alive(pid) for pid in processes)  # until the next worker finds it lost
+    else:
+        # bubblewrap's --die-with-parent: the sandbox ends with its supervisor.
+        deadline = time.monotonic() + 2
+        while any(alive(pid) for pid in processes) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not any(alive(pid) for pid in processes)
     obs = wait_terminal(restarted(), "vanish")
     assert (obs.phase, obs.reason, obs.exit_code) == ("Failed", "NodeLost", None)
     assert classify(obs.exit_code, obs.signal, obs.reason, obs.container_reason).code == -1001
     deadline = time.monotonic() + 2
-    while alive(task) and time.monotonic() < deadline:
+    while any(alive(pid) for pid in processes) and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert not alive(task)
+    assert not any(alive(pid) for pid in processes)
 
 
-def test_a_recycled_pid_is_not_adopted_nor_killed(state_dir, restarted):
-    create_in_another_worker(
-        state_dir,
-        {"name": "recycled", "node": "gpu-node-1", "commands": "echo \"pid $$ session $(cut -d' ' -f6 /proc/$$/stat)\"; sleep 30"},
-    )
-    words = wait_for_log(state_dir, "recycled", "session ").split()
-    for pid in (int(words[3]), int(words[1])):
+def test_a_recycled_pid_is_not_adopted_nor_killed(state_dir, isolation, restarted):
+    create_in_another_worker(state_dir, isolation, {"name": "recycled", "node": "gpu-node-1", "commands": "sleep 30"})
+    wait_for_process(reader(state_dir), "recycled", "sleep 30")
+    recorded = recorded_process(state_dir, "recycled")
+    for pid in (recorded["shim_pid"], recorded["pid"]):
         os.kill(pid, signal.SIGKILL)
         while alive(pid):
             time.sleep(0.01)
@@ -163,8 +165,10 @@ def test_a_recycled_pid_is_not_adopted_nor_killed(state_dir, restarted):
         stranger.wait()
 
 
-def test_a_supervisor_that_never_started_is_reported_lost(state_dir, restarted):
-    create_in_another_worker(state_dir, {"name": "stillborn", "node": "cpu-node-1", "commands": "true"}, python="/bin/false")
+def test_a_supervisor_that_never_started_is_reported_lost(state_dir, isolation, restarted):
+    create_in_another_worker(
+        state_dir, isolation, {"name": "stillborn", "node": "cpu-node-1", "commands": "true"}, python="/bin/false"
+    )
     backend = restarted(startup_timeout=1.5)
     assert backend.list_pods()[0].phase == "Pending"
     obs = wait_terminal(backend, "stillborn")
@@ -172,8 +176,8 @@ def test_a_supervisor_that_never_started_is_reported_lost(state_dir, restarted):
     assert "never started" in obs.message
 
 
-def test_a_supervisor_that_cannot_be_spawned_is_a_transient_creation_error(state_dir):
-    backend = LocalBackend(state_dir, NODES, python=str(state_dir / "no-such-python"))
+def test_a_supervisor_that_cannot_be_spawned_is_a_transient_creation_error(state_dir, isolation):
+    backend = LocalBackend(state_dir, NODES, python=str(state_dir / "no-such-python"), isolation=isolation)
     with pytest.raises(TransientCreationError):
         backend.create_pod(PodSpec(name="unborn", node="cpu-node-1", commands="true"))
     assert backend.list_pods() == []

@@ -82,10 +82,11 @@ def test_command_not_found_fails_permanently_without_retry(world, worker, submit
     assert "command not found" in attempt.exit_diagnostics.lower()
 
 
-def test_sigkill_is_retried_as_transient_without_using_up_retries(world, worker, submit, tmp_path):
-    # The first attempt kills itself with SIGKILL; the retry finds the marker and succeeds.
-    marker = tmp_path / "killed-once"
-    script = f'if [ ! -f {marker} ]; then touch {marker}; kill -9 $$; fi; echo second'
+def test_sigkill_is_retried_as_transient_without_using_up_retries(world, worker, submit):
+    # The first attempt kills itself with SIGKILL; the retry finds the marker (on the
+    # team's default storage, which outlives attempts) and succeeds.
+    marker = '"$PAI_STORAGE_TEAM_A_DATA/killed-once"'
+    script = f"if [ ! -f {marker} ]; then touch {marker}; kill -9 $$; fi; echo second"
     job = submit(world.a_member, job_yaml("killed", retry=0, roles={"main": {"commands": [script]}}))
     job = worker.wait_for_state(job, "SUCCEEDED", "FAILED")
     assert job.state == "SUCCEEDED", [a.exit_diagnostics for a in job.attempts.all()]

@@ -1,6 +1,8 @@
 """The cluster backend behind a Cluster row.
 
-Local clusters run pods as processes (:mod:`scheduler.backends.local`). Kubernetes
+Local clusters run pods as processes (:mod:`scheduler.backends.local`), sandboxed as
+``PAI_LOCAL_SANDBOX`` says: every local cluster keeps its tenants' uids and the single
+tenant of an unsandboxed machine in pai's data directory, which no task sees. Kubernetes
 clusters (:mod:`scheduler.backends.kubernetes`) connect as the row's ``connection`` says:
 
 - ``in-cluster``: pai runs in the cluster and uses its pod's service account (the Helm
@@ -28,12 +30,22 @@ from apps.virtualclusters.models import VirtualClusterCell
 from scheduler.backends.kubernetes import Backoff, Circuit, KubernetesBackend, LabelKeys, PodOptions, connect
 from scheduler.backends.kubernetes.config import ConnectionFormatError
 from scheduler.backends.local import LocalBackend
+from scheduler.backends.local.sandbox import Isolation
 
 NAMESPACE_PREFIX = "pai-"
 
 
 def local_state_dir(cluster):
     return settings.PAI_DATA_DIR / "clusters" / cluster.name
+
+
+def local_isolation():
+    return Isolation(
+        mode=settings.PAI_LOCAL_SANDBOX,
+        registry_dir=settings.PAI_DATA_DIR,
+        hidden=(settings.PAI_DATA_DIR,),
+        uid_base=settings.PAI_LOCAL_SANDBOX_UID_BASE,
+    )
 
 
 def local_nodes(cluster):
@@ -126,7 +138,7 @@ def backend_for(cluster, guard=None):
     """The cluster's backend. `guard(write)` is asked before every request to the cluster's
     API and raises to forbid it (the scheduler lease's fence)."""
     if cluster.backend == BackendKind.LOCAL:
-        return LocalBackend(local_state_dir(cluster), local_nodes(cluster))
+        return LocalBackend(local_state_dir(cluster), local_nodes(cluster), isolation=local_isolation())
     if cluster.backend == BackendKind.KUBERNETES:
         return kubernetes_backend(cluster, guard)
     raise ImproperlyConfigured(f"Cluster {cluster.name}: unknown backend {cluster.backend!r}")

@@ -11,6 +11,7 @@ Layout of ``state_dir``::
     pods/<name>/events.jsonl
     pods/<name>/work/       the task's working directory
     pods/<name>/secrets/    the task's secret files, while it runs
+    pods/<name>/passwd, group  the sandbox's /etc/passwd and /etc/group
     storage/<claim>/        non-host-path storages
 
 Each pod runs under a small supervisor process (``shim.py``) in a session of its own:
@@ -23,28 +24,43 @@ adopted, and it reports a supervisor that is gone without an ``exit.json`` as
 never started twice: the record is written before the supervisor is spawned, and
 ``create_pod`` on an existing record returns it.
 
-Storage: a process cannot see a directory at ``/mnt/data`` without root and mount
-namespaces, and creating ``/mnt/...`` on the host would make pods of different users
-collide. So storages are mapped to real directories (a host-path storage to its host
-path, every other one to ``storage/<claim>/<sub_path>`` under the state dir) and the
-task finds them through its environment: ``PAI_STORAGE_<NAME>`` (the storage name in
-capitals, ``-`` as ``_``) is the local directory and ``PAI_STORAGE_MOUNTS`` a JSON
-object ``{mount path: local directory}``. Read-only mounts are not enforced.
+Isolation (:mod:`.sandbox`): where the sandbox can be had (root, Linux namespaces,
+bubblewrap), each task runs in a bubblewrap sandbox as its tenant's own uid (the pod's
+namespace is the tenant) and sees only the system read-only, its working directory, its
+secrets and its storages; this state directory, other pods and pai's data directory do
+not exist for it. Where it cannot, the backend runs tasks as the worker's user and runs
+the tasks of one tenant only (the first one's, recorded in the registry directory):
+another tenant's pod is a permanent creation error saying why. The backend logs which
+of the two it does when it starts. ``Isolation(mode=...)`` chooses: ``auto`` (the
+above), ``required``, ``single-tenant``, ``off`` (no isolation at all).
+
+Storage: a storage is a real directory: a host-path storage its ``host_path`` (the
+directory itself: launch folds the storage's sub-path in), every other one
+``storage/<claim>/<sub_path>`` under the state dir. In the sandbox it is mounted at its
+mount path (``/mnt/data``), read-only where the storage is; a directory the backend
+creates for it belongs to the tenant's uid. Without the sandbox a process cannot see a
+directory at ``/mnt/data`` (that needs root and a mount namespace, and ``/mnt/...`` on
+the host would make pods of different users collide) and read-only is not enforced.
+Either way the task finds them through its environment: ``PAI_STORAGE_<NAME>`` (the
+storage name in capitals, ``-`` as ``_``) is the directory as the task sees it and
+``PAI_STORAGE_MOUNTS`` a JSON object ``{mount path: that directory}``.
 
 The task's environment is the spec's ``env`` plus ``CUDA_VISIBLE_DEVICES`` (the node's
 real GPU ids for the placed devices, or the device indices on virtual GPUs; empty when
 none) and only ``PATH``, ``HOME``, ``LANG``, ``LC_ALL``, ``TZ``, ``USER``, ``LOGNAME``
-from the worker, never its secrets. It always runs in ``work/``: the spec's
+from the worker, never its secrets; in the sandbox ``HOME`` is the working directory
+and ``USER``/``LOGNAME`` the tenant's user. It always runs in ``work/``: the spec's
 ``working_dir`` is a path inside a container image and has no meaning here. Image, pull
-credentials, CPU/memory limits, shm and ports are not enforced (ports only reach the
-task through its ``PAI_PORT_LIST_*`` variables). Output is kept per stream and once
-interleaved (``all.log``), so logs take twice their size on disk. Linux only (``/proc``).
+credentials, CPU/memory limits and ports are not enforced (ports only reach the task
+through its ``PAI_PORT_LIST_*`` variables); in the sandbox ``/dev/shm`` holds
+``shm_mb``. Output is kept per stream and once interleaved (``all.log``), so logs take
+twice their size on disk. Linux only (``/proc``).
 
 Secrets: the spec's ``secrets`` are files in ``secrets/`` (the directory mode 0700, each
-file 0600), written before the task starts; ``PAI_SECRETS_DIR`` names the directory.
-They are removed as soon as the task has ended, so at the latest when the pod is
-deleted. The modes keep other users out, not other pods: every task runs as the
-worker's user, which can read any pod's directory.
+file 0600, owned by the task's user; read-only in the sandbox), written before the task
+starts; ``PAI_SECRETS_DIR`` names the directory. They are removed as soon as the task
+has ended, so at the latest when the pod is deleted. Without the sandbox the modes keep
+other users out, not other pods: every task then runs as the worker's user.
 """
 
 from __future__ import annotations
@@ -52,6 +68,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import re
 import shutil
@@ -86,7 +103,8 @@ from ..base import (
     is_valid_pod_name,
     is_valid_secret_key,
 )
-from . import shim
+from . import sandbox, shim
+from .sandbox import Bind, Isolation, TaskUser, TenantRegistry
 
 SHIM_PATH = Path(shim.__file__).resolve()
 INHERITED_ENV = ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "USER", "LOGNAME")
@@ -96,6 +114,9 @@ DEFAULT_STARTUP_TIMEOUT = 15.0
 # the task before it kills the task's process group itself.
 KILL_MARGIN_SECONDS = 5.0
 _ENV_NAME = re.compile(r"[^A-Z0-9_]")
+logger = logging.getLogger(__name__)
+# What this process already told about isolation, by state directory: said once at start.
+_announced: set[tuple[str, str]] = set()
 
 
 @dataclass(frozen=True)
@@ -193,7 +214,7 @@ def _spec_digest(spec: PodSpec) -> str:
     return hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
 
 
-def _write_secrets(directory: Path, secrets: Mapping[str, str]) -> Path:
+def _write_secrets(directory: Path, secrets: Mapping[str, str], user: TaskUser | None) -> Path:
     """One file per secret, readable by the task's user alone (whatever the umask)."""
     directory.mkdir(mode=0o700)
     directory.chmod(0o700)
@@ -201,7 +222,11 @@ def _write_secrets(directory: Path, secrets: Mapping[str, str]) -> Path:
         fd = os.open(directory / key, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         with open(fd, "wb") as f:
             os.fchmod(fd, 0o600)
+            if user is not None:
+                os.fchown(fd, user.uid, user.gid)
             f.write(value.encode())
+    if user is not None:
+        os.chown(directory, user.uid, user.gid)
     return directory
 
 
@@ -230,7 +255,7 @@ class LocalBackend(ClusterBackend):
 
     ``state_dir`` holds everything (see the module docstring); give a new instance the
     same directory after a restart. ``shell`` runs the task's commands (``-c``);
-    ``python`` runs the supervisor.
+    ``python`` runs the supervisor. ``isolation`` says how tasks are kept apart.
     """
 
     def __init__(
@@ -241,6 +266,7 @@ class LocalBackend(ClusterBackend):
         shell: str = "/bin/bash",
         python: str = sys.executable,
         startup_timeout: float = DEFAULT_STARTUP_TIMEOUT,
+        isolation: Isolation = Isolation(),
     ) -> None:
         self.state_dir = Path(state_dir)
         self.pods_dir = self.state_dir / "pods"
@@ -256,6 +282,16 @@ class LocalBackend(ClusterBackend):
         self.shell = shell
         self.python = python
         self.startup_timeout = startup_timeout
+        self.isolation = isolation
+        self.registry = TenantRegistry(isolation.registry_dir or self.state_dir, isolation.uid_base)
+        self._tools: sandbox.Tools | None = None
+        if isolation.mode in ("auto", "required"):
+            found = sandbox.probe(isolation.bwrap)
+            self._tools = found if isinstance(found, sandbox.Tools) else None
+            self.unsandboxed_reason = found if isinstance(found, str) else ""
+        else:
+            self.unsandboxed_reason = f"isolation mode {isolation.mode}"
+        self._announce()
         # Supervisors this instance spawned, kept to reap them (no zombies) and to signal
         # them before they have recorded their pid.
         self._spawned_by: int = os.getpid()
@@ -263,6 +299,32 @@ class LocalBackend(ClusterBackend):
         # Records by pod name with the identity of the file they were read from: a
         # record is re-read only when another write replaced the file.
         self._cache: dict[str, tuple[tuple[int, int, int], dict[str, Any]]] = {}
+
+    @property
+    def sandboxed(self) -> bool:
+        """Whether tasks run in sandboxes (else :attr:`unsandboxed_reason` says why not)."""
+        return self._tools is not None
+
+    def _announce(self) -> None:
+        key = (str(self.state_dir), self.unsandboxed_reason)
+        if key in _announced:
+            return
+        _announced.add(key)
+        if self.sandboxed:
+            logger.info("local backend %s: tasks run sandboxed, one uid per tenant", self.state_dir)
+        elif self.isolation.mode == "off":
+            logger.warning("local backend %s: tasks run unsandboxed as the worker's user, every tenant's "
+                           "(isolation off): they can read each other's files and pai's data", self.state_dir)
+        else:
+            logger.warning("local backend %s: %s", self.state_dir, self._refusal_reason())
+
+    def _refusal_reason(self) -> str:
+        if self.isolation.mode == "required":
+            return f"tasks must run sandboxed, and cannot: {self.unsandboxed_reason}"
+        return (
+            f"tasks cannot run sandboxed ({self.unsandboxed_reason}), so only one tenant's tasks run here "
+            f"(the first one's, kept in {self.registry.directory / sandbox.TENANT_FILE})"
+        )
 
     @property
     def _spawned(self) -> dict[str, subprocess.Popen[bytes]]:
@@ -306,13 +368,26 @@ class LocalBackend(ClusterBackend):
             try:
                 work = pod_dir / "work"
                 work.mkdir(parents=True)
-                env = self._environment(spec, node)
+                work_path = os.path.realpath(work)
+                user = self._task_user(spec, work_path)
+                env, binds = self._environment(spec, node, user)
+                if user is not None:
+                    os.chown(work, user.uid, user.gid)
+                    work.chmod(0o700)
+                    binds.append(Bind(work_path, work_path))
                 if spec.secrets:
-                    env[SECRETS_DIR_ENV] = str(_write_secrets(pod_dir / "secrets", spec.secrets))
-                shim.write_json(
-                    pod_dir / "launch.json",
-                    {"shell": self.shell, "script": spec.commands, "env": env, "cwd": str(work), "grace_seconds": spec.grace_seconds},
-                )
+                    secrets = os.path.realpath(_write_secrets(pod_dir / "secrets", spec.secrets, user))
+                    env[SECRETS_DIR_ENV] = secrets
+                    binds.append(Bind(secrets, secrets, read_only=True))
+                launch = {"shell": self.shell, "script": spec.commands, "env": env, "cwd": work_path, "grace_seconds": spec.grace_seconds}
+                if user is not None:
+                    assert self._tools is not None
+                    binds += sandbox.account_files(pod_dir, user)
+                    launch["sandbox"] = sandbox.command(
+                        self._tools, user, workdir=work_path, binds=binds, hidden=self._hidden(),
+                        devices=self.isolation.devices, shm_mb=spec.shm_mb,
+                    )
+                shim.write_json(pod_dir / "launch.json", launch)
             except PermanentCreationError:
                 shutil.rmtree(pod_dir, ignore_errors=True)
                 raise
@@ -344,7 +419,8 @@ class LocalBackend(ClusterBackend):
                 "deleted": False,
             }
             self._save(record)
-            self._event(spec.name, "Normal", "Scheduled", f"assigned {spec.name} to {node.name}")
+            sandboxed = f", in a sandbox as {user.name} (uid {user.uid})" if user is not None else ""
+            self._event(spec.name, "Normal", "Scheduled", f"assigned {spec.name} to {node.name}{sandboxed}")
             try:
                 self._spawn(spec.name, pod_dir)
             except OSError as exc:
@@ -469,31 +545,89 @@ class LocalBackend(ClusterBackend):
         for key, value in spec.env.items():
             if not isinstance(key, str) or not isinstance(value, str) or not key or "=" in key or "\0" in key + value:
                 raise PermanentCreationError(f"env: {key!r} is not a valid variable name and string value")
+        seen: set[str] = set()
         for mount in spec.storage_mounts:
             if mount.sub_path.startswith("/") or ".." in Path(mount.sub_path).parts:
                 raise PermanentCreationError(f"storage {mount.name}: sub path must stay inside the storage")
+            if self.sandboxed:
+                try:
+                    path = sandbox.check_mount_path(mount.mount_path, reserved=self._hidden())
+                except ValueError as exc:
+                    raise PermanentCreationError(f"storage {mount.name}: {exc}") from exc
+                if path in seen:
+                    raise PermanentCreationError(f"storage {mount.name}: another storage is mounted at {path}")
+                seen.add(path)
         for key, value in spec.secrets.items():
             if not isinstance(key, str) or not is_valid_secret_key(key) or not isinstance(value, str):
                 raise PermanentCreationError(f"secrets: {key!r} is not a valid file name with a text value")
         return node
 
-    def _environment(self, spec: PodSpec, node: LocalNode) -> dict[str, str]:
+    def _task_user(self, spec: PodSpec, home: str) -> TaskUser | None:
+        """The sandbox user of the pod's tenant; ``None`` when tasks run as the worker's
+        user, which only the tenant that claimed this machine may (unless isolation is off)."""
+        if self._tools is not None:
+            uid = self.registry.uid_of(spec.namespace)
+            return TaskUser(uid=uid, gid=uid, name=sandbox.user_name(spec.namespace), home=home)
+        if self.isolation.mode == "off":
+            return None
+        if self.isolation.mode == "required":
+            raise PermanentCreationError(self._refusal_reason())
+        owner = self.registry.claim(spec.namespace)
+        if owner != spec.namespace:
+            raise PermanentCreationError(f"namespace {spec.namespace}: {self._refusal_reason()}, and they are {owner}'s")
+        return None
+
+    def _hidden(self) -> list[str]:
+        """Directories no task sees: this state, the tenant registry, and the isolation's ``hidden``."""
+        directories = {self.state_dir, self.registry.directory, *map(Path, self.isolation.hidden)}
+        return sorted(os.path.realpath(d) for d in directories)
+
+    def _check_storage_dir(self, name: str, local: Path, *, host: bool) -> None:
+        """A sandbox shows a storage's directory only: never pai's own, nor a place a task linked it to."""
+        link = sandbox.link_made_by_a_task(local, self.isolation.uid_base)
+        if link is not None:
+            raise PermanentCreationError(f"storage {name}: {link} is a symbolic link a task made")
+        if not host:
+            return
+        real = os.path.realpath(local)
+        state = os.path.realpath(self.state_dir)
+        for hidden in self._hidden():
+            if sandbox.is_inside(hidden, real) or sandbox.is_inside(real, state):
+                raise PermanentCreationError(f"storage {name}: host path {local} holds pai's own files")
+
+    def _environment(self, spec: PodSpec, node: LocalNode, user: TaskUser | None) -> tuple[dict[str, str], list[Bind]]:
+        """The task's environment, and the sandbox's binds of its storages."""
         env = {k: os.environ[k] for k in INHERITED_ENV if k in os.environ}
+        if user is not None:
+            env.update(HOME=user.home, USER=user.name, LOGNAME=user.name)
         env.update(spec.env)
         mounts: dict[str, str] = {}
+        binds: list[Bind] = []
         for mount in spec.storage_mounts:
-            root = Path(mount.host_path) if mount.host_path else self.storage_dir / (mount.claim or mount.name)
-            local = root / mount.sub_path if mount.sub_path else root
+            if mount.host_path:
+                local = Path(mount.host_path)
+            else:
+                root = self.storage_dir / (mount.claim or mount.name)
+                local = root / mount.sub_path if mount.sub_path else root
+            if user is not None:
+                self._check_storage_dir(mount.name, local, host=bool(mount.host_path))
             try:
+                created = not local.is_dir()
                 local.mkdir(parents=True, exist_ok=True)
+                if user is not None and created:
+                    os.chown(local, user.uid, user.gid, follow_symlinks=False)
             except OSError as exc:
                 raise PermanentCreationError(f"storage {mount.name}: cannot use {local}: {exc}") from exc
-            mounts[mount.mount_path] = str(local)
-            env[f"PAI_STORAGE_{_ENV_NAME.sub('_', mount.name.upper())}"] = str(local)
+            where = str(local)
+            if user is not None:
+                where = os.path.normpath(mount.mount_path)
+                binds.append(Bind(os.path.realpath(local), where, read_only=mount.read_only))
+            mounts[mount.mount_path] = where
+            env[f"PAI_STORAGE_{_ENV_NAME.sub('_', mount.name.upper())}"] = where
         if mounts:
             env["PAI_STORAGE_MOUNTS"] = json.dumps(mounts, sort_keys=True)
         env["CUDA_VISIBLE_DEVICES"] = node.visible_devices(spec.devices)
-        return env
+        return env, binds
 
     def _spawn(self, name: str, pod_dir: Path) -> None:
         # SIGTERM stays blocked in the supervisor until its handler is installed, so a

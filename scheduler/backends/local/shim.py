@@ -6,8 +6,9 @@ stop sequence (SIGTERM to the task's process group, SIGKILL after the grace peri
 a stop completes even if the worker dies in the middle of it.
 
 Files in ``pod_dir`` (JSON written to a temporary name, then renamed):
-- reads ``launch.json`` (shell, script, env, cwd, grace_seconds) and ``deletion.json``
-  (a stop request: grace_seconds);
+- reads ``launch.json`` (shell, script, env, cwd, grace_seconds, and ``sandbox``: the
+  command that runs the shell in the task's sandbox, see ``sandbox.py``) and
+  ``deletion.json`` (a stop request: grace_seconds);
 - writes ``process.json`` once the task is forked (its own and the task's pid and
   process start time, and the boot id, so nobody adopts a recycled pid), the logs
   ``stdout.log``, ``stderr.log`` and ``all.log`` (both streams interleaved as read),
@@ -29,6 +30,9 @@ import time
 # After the task's main process exits, output its leftovers may still write is read
 # for this long at most (a daemonised grandchild could hold the pipe forever).
 DRAIN_SECONDS = 2.0
+# While a sandbox is being set up its processes ignore SIGTERM (see exec_task): a stop
+# then waits for the task to run, checking this often.
+TERM_RETRY_SECONDS = 0.02
 CHILD_DEFAULT_SIGNALS = (signal.SIGPIPE, signal.SIGINT, signal.SIGHUP, signal.SIGTERM, signal.SIGCHLD, signal.SIGXFSZ)
 
 
@@ -60,7 +64,7 @@ def boot_id():
 
 
 def exec_task(launch, out_w, err_w):
-    """In the forked child: become a process group of its own and exec the shell."""
+    """In the forked child: become a process group of its own and exec the shell (in its sandbox)."""
     try:
         os.setpgid(0, 0)
         signal.set_wakeup_fd(-1)
@@ -72,11 +76,40 @@ def exec_task(launch, out_w, err_w):
         os.dup2(out_w, 1)
         os.dup2(err_w, 2)
         os.chdir(launch["cwd"])
-        shell = launch["shell"]
-        os.execve(shell, [shell, "-c", launch["script"]], launch["env"])
+        argv = [launch["shell"], "-c", launch["script"]]
+        sandbox = launch.get("sandbox")
+        if sandbox:
+            # bubblewrap waits for the task as its parent: a stop's SIGTERM to the group
+            # must not end it before the task. The sandbox gives the task the default back.
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            argv = sandbox + argv
+        os.execve(argv[0], argv, launch["env"])
     except BaseException as exc:  # noqa: BLE001 - the child must never return into the shim
         os.write(2, f"pai: cannot start the task: {exc}\n".encode())
         os._exit(127 if isinstance(exc, FileNotFoundError) else 126)
+
+
+def task_takes_sigterm(pgid):
+    """Whether a process of the group other than its leader (bubblewrap) would act on
+    SIGTERM: in a sandbox, whether the task runs yet."""
+    term = 1 << (signal.SIGTERM - 1)
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == pgid:
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+            with open(f"/proc/{entry}/status") as f:
+                status = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if int(fields[2]) != pgid or fields[0] in "ZX":
+            continue
+        ignored = next((line.split()[1] for line in status.splitlines() if line.startswith("SigIgn:")), "0")
+        if not int(ignored, 16) & term:
+            return True
+    return False
 
 
 def kill_group(pgid, sig):
@@ -140,7 +173,9 @@ def main(pod_dir):
         selector.register(fd, selectors.EVENT_READ)
 
     status = None
+    grace = None
     term_sent = False
+    term_retry_at = None
     kill_at = None
     drain_until = None
     while True:
@@ -152,18 +187,27 @@ def main(pod_dir):
                 # Like a container: when the main process ends, whatever it left behind goes.
                 kill_group(child, signal.SIGKILL)
                 drain_until = now + DRAIN_SECONDS
-        if status is None and stop["requested"] and not term_sent:
+        if status is None and stop["requested"] and grace is None:
             grace = float((read_json(path("deletion.json")) or {}).get("grace_seconds", launch["grace_seconds"]))
-            # No grace period is a forced stop: SIGKILL straight away, as Kubernetes does.
-            kill_group(child, signal.SIGTERM if grace > 0 else signal.SIGKILL)
-            term_sent = True
-            kill_at = now + grace if grace > 0 else None
+            if grace > 0:
+                kill_at = now + grace
+            else:
+                # No grace period is a forced stop: SIGKILL straight away, as Kubernetes does.
+                kill_group(child, signal.SIGKILL)
+        if status is None and grace and not term_sent:
+            # Sent once, when the task can act on it: a task's SIGTERM handler runs once.
+            if not launch.get("sandbox") or task_takes_sigterm(child):
+                kill_group(child, signal.SIGTERM)
+                term_sent = True
+                term_retry_at = None
+            else:
+                term_retry_at = now + TERM_RETRY_SECONDS
         if status is None and kill_at is not None and now >= kill_at:
             kill_group(child, signal.SIGKILL)
             kill_at = None
         if status is not None and (not logs or now >= drain_until):
             break
-        deadlines = [t for t in (kill_at, drain_until) if t is not None]
+        deadlines = [t for t in (kill_at, drain_until, term_retry_at) if t is not None]
         timeout = max(0.0, min(deadlines) - now) if deadlines else None
         for key, _ in selector.select(timeout):
             if key.fd == wake_r:

@@ -1,0 +1,44 @@
+"""System checks of the jobs app (printed when `runserver` and `manage.py check` start)."""
+
+from django.conf import settings
+from django.core import checks
+
+from scheduler.backends.local import sandbox
+
+HINT = (
+    "Run the worker as root with bubblewrap installed (`make system-deps`), or set PAI_LOCAL_SANDBOX "
+    "(README, \"The local backend's sandbox\")."
+)
+
+
+@checks.register(checks.Tags.security)
+def check_local_sandbox(app_configs=None, **kwargs):
+    """Say at start what the local backend can isolate, where it is the embedded default."""
+    if settings.PAI_BACKEND != "local":
+        return []
+    mode = settings.PAI_LOCAL_SANDBOX
+    if mode == "off":
+        message = (
+            "PAI_LOCAL_SANDBOX=off: the local backend runs every tenant's tasks unsandboxed as pai's own user; "
+            "they can read each other's secrets, logs and storage, and pai's data directory."
+        )
+        if settings.PRODUCTION:
+            return [checks.Error(message, hint=HINT, id="jobs.E002")]
+        return [checks.Warning(message, hint=HINT, id="jobs.W002")]
+    if mode == "single-tenant":
+        return [checks.Warning(
+            "PAI_LOCAL_SANDBOX=single-tenant: the local backend runs tasks unsandboxed, so it runs the jobs of "
+            "one tenant only (the first to run a task).", hint=HINT, id="jobs.W001",
+        )]
+    found = sandbox.probe()
+    if not isinstance(found, str):
+        return []
+    if mode == "required":
+        return [checks.Error(
+            f"PAI_LOCAL_SANDBOX=required, but the local backend cannot sandbox tasks here: {found}. "
+            "It runs no task.", hint=HINT, id="jobs.E001",
+        )]
+    return [checks.Warning(
+        f"The local backend cannot sandbox tasks here: {found}. It runs the jobs of one tenant only "
+        "(the first to run a task); other tenants' jobs fail saying why.", hint=HINT, id="jobs.W001",
+    )]
