@@ -1,5 +1,6 @@
 """The local backend (see :mod:`.backend`): pods as supervised subprocesses."""
 
 from .backend import LocalBackend, LocalNode
+from .sandbox import Isolation
 
-__all__ = ["LocalBackend", "LocalNode"]
+__all__ = ["Isolation", "LocalBackend", "LocalNode"]

@@ -380,8 +380,7 @@ class LocalBackend(ClusterBackend):
                     env[SECRETS_DIR_ENV] = secrets
                     binds.append(Bind(secrets, secrets, read_only=True))
                 launch = {"shell": self.shell, "script": spec.commands, "env": env, "cwd": work_path, "grace_seconds": spec.grace_seconds}
-                if user is not None:
-                    assert self._tools is not None
+                if user is not None and self._tools is not None:
                     binds += sandbox.account_files(pod_dir, user)
                     launch["sandbox"] = sandbox.command(
                         self._tools, user, workdir=work_path, binds=binds, hidden=self._hidden(),

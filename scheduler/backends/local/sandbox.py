@@ -18,7 +18,10 @@ the database, the worker's home — does not exist in the sandbox; ``hidden`` di
 (pai's data directory) are covered by an empty tmpfs even where a system directory
 would show them. The uid is dropped with ``setpriv`` (no capabilities, no new
 privileges: setuid programs do not elevate), so the files a task writes belong to its
-tenant, and DAC keeps tenants apart on a shared filesystem too.
+tenant, and DAC keeps tenants apart on a shared filesystem too. A storage directory
+reached through a symbolic link a task made is refused (a task must not point a later
+task's storage elsewhere); a task of the same tenant that swaps a directory for such a
+link between that check and bubblewrap's mount is not caught.
 
 Not isolated: the network (tasks talk to each other over the host's addresses, as with
 OpenPAI's host networking; services listening on the machine must authenticate their
@@ -32,13 +35,15 @@ bubblewrap stays the task's parent (it relays the exit status, ``128 + N`` for a
 killed by signal N, as a shell or a container runtime reports it: the signal itself is
 not known). It ignores SIGTERM, so a stop's SIGTERM to the process group reaches the
 task while bubblewrap waits; ``env --default-signal=TERM`` gives the task the default
-disposition back. ``--die-with-parent`` ends the sandbox with its supervisor, and the
+disposition back, and the supervisor holds a stop's SIGTERM until the task runs (a
+signal sent while the sandbox is set up would be lost). ``--die-with-parent`` ends the
+sandbox with its supervisor, and the
 end of its pid namespace ends every process the task left behind, even one that
 started a session of its own.
 
 The sandbox needs root (to run tasks as other users), Linux namespaces, and bubblewrap,
-``setpriv`` (util-linux) and ``env`` (coreutils ≥ 8.31) on the host: see
-:func:`unavailable_reason`. Without it, the backend runs tasks as the worker's user
+``setpriv`` (util-linux) and ``env`` (coreutils ≥ 8.31) on the host: :func:`probe`
+runs a sandbox once to find out. Without it, the backend runs tasks as the worker's user
 (``single-tenant``: the first tenant to run a task on this data directory is the only
 one that may; ``off``: anyone, no isolation at all — development only).
 """
