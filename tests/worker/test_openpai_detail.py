@@ -79,9 +79,10 @@ def test_a_failed_job_keeps_its_exit_code_with_openpais_exit_spec(world, worker,
     assert by_id["jobStatus"]["appExitSpec"] == spec
 
 
-def test_without_gang_allocation_a_task_is_retried_on_its_own(world, worker, submit, tmp_path):
+def test_without_gang_allocation_a_task_is_retried_on_its_own(world, worker, submit):
     # Task 0 fails twice (exit 3, an unknown failure: counted), then succeeds; task 1 succeeds at once.
-    counter = tmp_path / "runs"
+    # The count is kept on the team's default storage: a sandboxed task sees no host path.
+    counter = '"$PAI_STORAGE_TEAM_A_DATA/runs"'
     script = (
         'if [ "$PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX" = 0 ]; then '
         f'n=$(cat {counter} 2>/dev/null || echo 0); echo $((n + 1)) > {counter}; '
