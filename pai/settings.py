@@ -250,6 +250,8 @@ EMAIL_HOST_USER = env("EMAIL_HOST_USER", "")
 EMAIL_HOST_PASSWORD = env("EMAIL_HOST_PASSWORD", "")
 EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS")
 DEFAULT_FROM_EMAIL = env("DEFAULT_FROM_EMAIL", "pai@localhost")
+# The directory of Django's file-based e-mail backend (EMAIL_BACKEND=...filebased.EmailBackend).
+EMAIL_FILE_PATH = env("EMAIL_FILE_PATH")
 
 # --- pai ------------------------------------------------------------------------------
 PAI_BACKEND = env("PAI_BACKEND", "local")

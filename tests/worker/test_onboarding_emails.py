@@ -1,0 +1,62 @@
+"""Bulk onboarding as deployed (issue 13 #9): thousands of rows commit at once, and the
+welcome e-mails reach each address exactly once through `manage.py qcluster`'s task queue."""
+
+import email
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from apps.tenants.models import OnboardingEmail
+from apps.tenants.services import bulk_onboard
+from tests.conftest import requires_postgres
+
+from .test_crashes import ROOT, wait_for, worker_env
+
+# Worker processes need a database other processes can reach: PostgreSQL.
+pytestmark = [requires_postgres, pytest.mark.django_db(transaction=True, serialized_rollback=True)]
+
+ROWS = 1000
+
+
+def test_thousands_of_rows_commit_at_once_and_each_email_is_sent_once_by_the_worker(world, tmp_path):
+    csv_text = "username,email,groups\n" + "\n".join(f"u{i:04d},u{i:04d}@example.com,team_a" for i in range(ROWS))
+    started = time.monotonic()
+    users = bulk_onboard(world.a_admin, world.tenant_a, csv_text, base_url="https://pai.example.com")
+    elapsed = time.monotonic() - started
+    assert len(users) == ROWS
+    # No mail server is waited for in the request: every e-mail is queued, none sent yet.
+    assert OnboardingEmail.objects.filter(status=OnboardingEmail.Status.QUEUED).count() == ROWS
+    print(f"bulk onboarding of {ROWS} rows: {elapsed:.2f} s, load {os.getloadavg()[0]:.1f}")
+
+    outbox = tmp_path / "outbox"
+    env = worker_env(
+        tmp_path,
+        EMAIL_BACKEND="django.core.mail.backends.filebased.EmailBackend", EMAIL_FILE_PATH=str(outbox),
+    )
+    env.pop("REDIS_URL", None)  # the tasks wait on the database broker (its queue is named after the cluster)
+    qcluster = subprocess.Popen(
+        [sys.executable, "manage.py", "qcluster"], cwd=ROOT, env=env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+    )
+    try:
+        assert wait_for(
+            lambda: OnboardingEmail.objects.filter(status=OnboardingEmail.Status.SENT).count() == ROWS, timeout=240
+        ), OnboardingEmail.objects.exclude(status=OnboardingEmail.Status.SENT).values_list("status", "last_error")[:5]
+    finally:
+        os.killpg(qcluster.pid, signal.SIGTERM)
+        try:
+            qcluster.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(qcluster.pid, signal.SIGKILL)
+
+    recipients = []
+    for path in outbox.iterdir():
+        # The file backend appends each message to the connection's file, separated by dashes.
+        for chunk in path.read_text().split("-" * 79):
+            if chunk.strip():
+                recipients.append(email.message_from_string(chunk.strip())["To"])
+    assert sorted(recipients) == sorted(f"u{i:04d}@example.com" for i in range(ROWS))
