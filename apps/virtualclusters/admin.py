@@ -12,6 +12,19 @@ from .capacity import forget_topology
 from .models import PinnedCell, VirtualCluster, VirtualClusterCell, VirtualClusterGrant
 
 
+def describe_cell_type(cell_type):
+    """A cell type in words: what one cell holds down to its devices, for those who cannot open its page."""
+    parts, node = [], cell_type
+    while node.child_id is not None:
+        child = node.child
+        parts.append(f"{node.child_count} × {child.name}")
+        node = child
+    leaf = node
+    per_leaf = ", ".join(p for p in (f"{leaf.gpu} GPU" if leaf.gpu else "", f"{leaf.cpu:g} CPU", f"{leaf.memory_mb // 1024} GiB") if p)
+    inside = f" = {' of '.join(parts)}" if parts else ""
+    return f"{cell_type.name}{inside} ({leaf.name}: {per_leaf} each)"
+
+
 class VirtualClusterCellInline(TenantScopedInline, admin.TabularInline):
     model = VirtualClusterCell
     formset = CellsFormSet
@@ -24,6 +37,19 @@ class VirtualClusterCellInline(TenantScopedInline, admin.TabularInline):
         # no new quota to check.
         formset.validate_quota = is_platform_admin(request.user)
         return formset
+
+    def get_fields(self, request, obj=None):
+        if is_platform_admin(request.user):
+            return super().get_fields(request, obj)
+        # Cell types are the platform's: a team admin reads what one holds here, not behind a link to a page refused to them.
+        return ["cell_type_summary", "count"]
+
+    def get_readonly_fields(self, request, obj=None):
+        return () if is_platform_admin(request.user) else ("cell_type_summary", "count")
+
+    @admin.display(description="cell type")
+    def cell_type_summary(self, obj):
+        return describe_cell_type(obj.cell_type)
 
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
         if db_field.name == "cell_type":
@@ -63,7 +89,21 @@ class VirtualClusterAdmin(SharingAdminMixin, TenantScopedAdmin):
     def get_readonly_fields(self, request, obj=None):
         if is_platform_admin(request.user):
             return ()
-        return [f.name for f in VirtualCluster._meta.fields if f.name != "id"] + ["pinned_display"]
+        return [f.name for f in VirtualCluster._meta.fields if f.name not in ("id", "cluster")] + [
+            "cluster_summary", "pinned_display",
+        ]
+
+    def get_fields(self, request, obj=None):
+        fields = super().get_fields(request, obj)
+        if is_platform_admin(request.user):
+            return fields
+        # The cluster's page is the platform's: its name and size are shown here instead of a link.
+        return ["cluster_summary" if f == "cluster" else f for f in fields]
+
+    @admin.display(description="cluster")
+    def cluster_summary(self, obj):
+        nodes = obj.cluster.nodes.count()
+        return f"{obj.cluster.name} ({obj.cluster.get_cluster_class_display()}, {nodes} node{'s' if nodes != 1 else ''})"
 
     def get_form(self, request, obj=None, change=False, **kwargs):
         if not is_platform_admin(request.user):

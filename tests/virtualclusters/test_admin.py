@@ -64,3 +64,15 @@ def test_tenant_admin_sees_quota_read_only_and_manages_grants(world, client):
     cells_formset, grants_formset = (f.formset for f in response.context["inline_admin_formsets"])
     assert not response.context["inline_admin_formsets"][0].has_change_permission
     assert response.context["inline_admin_formsets"][1].has_add_permission
+
+
+def test_a_team_admin_reads_the_cluster_and_cell_types_inline_instead_of_refused_links(world, client):
+    import re
+
+    client.force_login(world.a_admin)
+    page = client.get(f"/admin/virtualclusters/virtualcluster/{world.vc_a.pk}/change/")
+    html = page.content.decode()
+    links = set(re.findall(r'href="(/admin/[^"]+)"', html))
+    assert [href for href in links if client.get(href.replace("&amp;", "&")).status_code == 403] == []
+    assert "local (" in html and "6 nodes" in html
+    assert "A100-NODE = 4 × A100-SWITCH of 2 × A100 (A100: 1 GPU, 8 CPU, 64 GiB each)" in html
