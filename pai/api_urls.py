@@ -19,6 +19,7 @@ urlpatterns = [
     path("v2/", include("apps.tenants.api.urls")),
     path("v2/", include("apps.oncall.api.urls")),
     path("v2/", include("apps.jobs.api.urls")),
+    path("v2/", include("apps.usage.api.urls")),
     # Keep last: whatever no route above matches answers OpenPAI's JSON NotFoundError.
     re_path(r"^(?P<path>.*)$", UnknownRouteView.as_view(), name="api-unknown-route"),
 ]

@@ -108,6 +108,7 @@ INSTALLED_APPS = [
     "apps.jobs",
     "apps.oncall",
     "apps.monitoring",
+    "apps.usage",
 ]
 
 MIDDLEWARE = [

@@ -7,7 +7,7 @@ persisted placements and the queue, and applies the decisions it returns::
     engine.restore(persisted_allocations)            # after a start or a config change
     engine.set_node_health("a100-07", False)         # as nodes change
     engine.check_request(gang)                       # at submission: InvalidRequestError
-    result = engine.schedule(waiting_gangs, now)     # every cycle
+    result = engine.schedule(waiting_gangs, now)     # every cycle (budgets=: GPU-hour budgets)
     # delete result.preemptions' killed victims' pods, then create result.placements'
     # pods, store each Allocation (all of PodPlacement), show result.waiting's reasons
     engine.release(job_id)                           # when a job ends or is deleted
@@ -16,6 +16,7 @@ persisted placements and the queue, and applies the decisions it returns::
 same state and so the same later decisions.
 """
 
+from .budgets import GpuHourBudget
 from .decisions import (
     Allocation,
     CellTypeStatus,
@@ -50,7 +51,8 @@ from .spec import (
 
 __all__ = [
     "Allocation", "CellTypeSpec", "CellTypeStatus", "ClusterSpec", "ConfigurationError", "CycleResult",
-    "DEFAULT_PRIORITY", "DEFAULT_STARVATION_THRESHOLD", "DeviceUse", "MAX_PRIORITY", "Engine", "GangRequest", "InvalidRequestError", "NodeStatus",
+    "DEFAULT_PRIORITY", "DEFAULT_STARVATION_THRESHOLD", "DeviceUse", "MAX_PRIORITY", "Engine", "GangRequest",
+    "GpuHourBudget", "InvalidRequestError", "NodeStatus",
     "PRIORITY_CLASSES", "PhysicalCellSpec", "PodPlacement", "PodRequest", "Preemption", "Rejection", "RestoreIssue",
     "RestoreReport", "SkuSpec", "VcStatus", "VirtualClusterSpec", "WaitInfo", "leaf_cells_for",
     "priority_from_class", "validate_configuration",

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
-from typing import Collection, Sequence
+from typing import Mapping, Sequence
 
+from .budgets import BudgetGate, GpuHourBudget
 from .cells import Chain, Topology, collector_paused
 from .decisions import (
     Allocation,
@@ -93,6 +94,7 @@ class Engine:
         self.placer = Placer(self.topology, self.ledger)
         self.starvation_threshold = starvation_threshold
         self._sku_order = [s.name for s in cluster.skus]
+        self._gpus_per_leaf = {s.name: s.gpu for s in cluster.skus}
         self.requests = RequestChecker(self.topology, self.vcs, self._sku_order)
         self._failures: dict[tuple, tuple[int, str]] = {}
 
@@ -124,7 +126,7 @@ class Engine:
     # --- the cycle ---------------------------------------------------------------------
 
     def schedule(
-        self, queue: Sequence[GangRequest], now: float, *, exhausted_budgets: Collection[str] = ()
+        self, queue: Sequence[GangRequest], now: float, *, budgets: Mapping[str, GpuHourBudget] | None = None
     ) -> CycleResult:
         """One scheduling cycle over every waiting gang.
 
@@ -133,9 +135,9 @@ class Engine:
         weighted dominant borrowed share; then opportunistic gangs. A gang that does not
         fit never blocks the ones behind it, except through a starvation reservation.
 
-        ``exhausted_budgets`` names the VCs that have used up their GPU-hour budget for
-        the current period (the control plane keeps the accounts, from job history): their
-        guaranteed gangs wait, their opportunistic ones may still run.
+        ``budgets`` are the GPU-hour budgets of VCs that have one, by VC name (the control
+        plane keeps the accounts): a guaranteed gang that would take its VC past the budget
+        waits (:mod:`.budgets`); opportunistic gangs are not gated.
         """
         self._failures = {}
         expired = []
@@ -160,6 +162,7 @@ class Engine:
             except InvalidRequestError as e:
                 rejected.append(Rejection(gang.job_id, e.field, e.message))
         self.requests.keep_only(seen)
+        gate = BudgetGate(budgets or {}, self._gpus_per_leaf)
 
         placements: list[RunningJob] = []
         preemptions: list[Preemption] = []
@@ -170,14 +173,13 @@ class Engine:
         for gang, options in ordered:
             if gang.opportunistic:
                 continue
-            if gang.vc in exhausted_budgets:
-                reasons[gang.job_id] = (
-                    f"VC {gang.vc!r} has used up its GPU-hour budget for this period; "
-                    "only opportunistic jobs of the VC may start"
-                )
+            refusal = gate.refusal(gang, options[0].needs)
+            if refusal is not None:
+                reasons[gang.job_id] = refusal
                 continue
             outcome = self._admit_guaranteed(gang, options, reservations, now, borrowing=False)
             if isinstance(outcome, _Admission):
+                gate.charge(gang, options[0].needs)
                 placements.append(outcome.job)
                 preemptions.extend(outcome.preemptions)
                 continue
@@ -191,7 +193,7 @@ class Engine:
                 if reservation is not None:
                     reservations.append(reservation)
 
-        self._borrow_pass(borrowers, reservations, now, placements, preemptions, reasons)
+        self._borrow_pass(borrowers, reservations, now, placements, preemptions, reasons, gate)
 
         for gang, options in ordered:
             if not gang.opportunistic:
@@ -325,6 +327,7 @@ class Engine:
         placements: list[RunningJob],
         preemptions: list[Preemption],
         reasons: dict[str, _Wait],
+        gate: BudgetGate,
     ) -> None:
         """Offer idle cohort capacity to the VC with the lowest weighted dominant share of
         borrowed cells first, one gang at a time, so that no VC takes it all."""
@@ -350,8 +353,12 @@ class Engine:
                 continue
             gang, options = borrowers[name][position[name]]
             position[name] += 1
-            outcome = self._admit_guaranteed(gang, options, reservations, now, borrowing=True)
+            # Admissions earlier in the cycle may have used the VC's last GPU-hours.
+            outcome = gate.refusal(gang, options[0].needs) or self._admit_guaranteed(
+                gang, options, reservations, now, borrowing=True
+            )
             if isinstance(outcome, _Admission):
+                gate.charge(gang, options[0].needs)
                 placements.append(outcome.job)
                 preemptions.extend(outcome.preemptions)
                 del reasons[gang.job_id]

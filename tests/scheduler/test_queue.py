@@ -1,7 +1,7 @@
 """The cycle: no head-of-line blocking, starvation reservations and backfill, wait
 positions, maximum runtime."""
 
-from scheduler import Engine
+from scheduler import Engine, GpuHourBudget
 
 from .helpers import a100_cluster, gang, nodes_of, placed, rack, vc, waiting
 
@@ -91,13 +91,46 @@ def test_vc_over_its_gpu_hour_budget_runs_only_opportunistic_jobs():
     result = engine.schedule(
         [gang("g", "team", (1, 1)), gang("o", "team", (1, 1), priority=-1, at=1), gang("x", "other", (1, 1), at=2)],
         now=0,
-        exhausted_budgets={"team"},
+        budgets={"team": GpuHourBudget(limit=1000, used=1000, period="this month")},
     )
 
     assert {a.job_id for a in result.placements} == {"o", "x"}
     assert waiting(result)["g"] == (
-        "VC 'team' has used up its GPU-hour budget for this period; only opportunistic jobs of the VC may start"
+        "VC team has used 1,000 of 1,000 GPU-hours this month; the job needs 1 GPU for at least an hour "
+        "(1 GPU-hours) and waits for the next period or a larger budget"
     )
+
+
+def test_a_job_waits_when_its_first_hour_would_pass_the_budget_and_admissions_reserve_theirs():
+    engine = one_node_team()
+    budgets = {"team": GpuHourBudget(limit=10, used=3, period="this month", reserved=1)}
+
+    result = engine.schedule(
+        [gang("a", "team", (1, 4), at=0), gang("b", "team", (1, 4), at=1), gang("c", "team", (1, 2), at=2),
+         gang("short", "team", (1, 2), at=3, max_runtime=900)],
+        now=0,
+        budgets=budgets,
+    )
+
+    # 3 used + 1 reserved + 4 for a: 8; b's 4 more would make 12; c's 2 make 10; then the
+    # 15-minute job's 0.5 is too much.
+    assert {a.job_id for a in result.placements} == {"a", "c"}
+    assert waiting(result)["b"] == (
+        "VC team has used 3 of 10 GPU-hours this month, and its running jobs hold 5 more; the job needs 4 GPUs "
+        "for at least an hour (4 GPU-hours) and waits for the next period or a larger budget"
+    )
+    assert waiting(result)["short"] == (
+        "VC team has used 3 of 10 GPU-hours this month, and its running jobs hold 7 more; the job needs 2 GPUs "
+        "for its maximum runtime (0.5 GPU-hours) and waits for the next period or a larger budget"
+    )
+
+
+def test_a_budget_counts_only_its_own_vc():
+    engine = one_node_team()
+
+    result = engine.schedule([gang("x", "other", (1, 8))], now=0, budgets={"team": GpuHourBudget(1, 1)})
+
+    assert placed(result, "x")
 
 
 def test_wait_reason_says_when_free_quota_is_split_across_nodes():

@@ -207,6 +207,9 @@ API = {
         (401, 200, 200, 404, 200, 404),
     ('GET', 'api/v2/tokens'):
         (401, 200, 200, 200, 200, 200),
+    # Scoped by row: members their own usage, team admins their tenants', platform admins all (tests/usage).
+    ('GET', 'api/v2/usage'):
+        (401, 200, 200, 200, 200, 200),
     ('POST', 'api/v2/tokens/application'):
         (401, 200, 200, 200, 200, 200),
     ('DELETE', 'api/v2/tokens/{token}'):
@@ -512,6 +515,15 @@ ADMIN = {
         'changelist': (302, 302, 200, 302, 200, 302),
         'add': (302, 302, 403, 302, 200, 302),
         'change': (302, 302, 200, 302, 200, 302),
+    },
+    # Read-only for team admins (their tenants' rows); budgets are set by platform admins.
+    'usage.gpuhourbudget': {
+        'changelist': (302, 302, 200, 302, 200, 302),
+        'add': (302, 302, 403, 302, 200, 302),
+    },
+    'usage.usagerecord': {
+        'changelist': (302, 302, 200, 302, 200, 302),
+        'add': (302, 302, 403, 302, 403, 302),
     },
     'virtualclusters.virtualcluster': {
         'changelist': (302, 302, 200, 302, 200, 302),

@@ -27,6 +27,8 @@ TENANT_ADMIN_MODELS = {
     "storage.storagegrant",
     "audit.auditentry",
     "jobs.job",
+    "usage.usagerecord",
+    "usage.gpuhourbudget",
 }
 PLATFORM_ONLY_MODELS = {
     "clusters.cluster",

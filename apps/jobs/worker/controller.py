@@ -31,6 +31,8 @@ from django.utils import timezone
 from apps.clusters.models import CellType, Node
 from apps.clusters.services import cluster_spec
 from apps.monitoring import figures
+from apps.usage import budgets as usage_budgets
+from apps.usage import ledger as usage_ledger
 from apps.virtualclusters.models import VirtualCluster
 from apps.virtualclusters.services import vc_spec
 from scheduler import Allocation, Engine, GangRequest, PodPlacement, PodRequest
@@ -729,6 +731,7 @@ class Controller:
                     job.completed_at = now
                     job.wait_reason = ""
             bulk_set(JobAttempt, attempts, ["completed_at", "sub_state", "state"])
+            usage_ledger.record_attempts(attempts, now)
             failpoint("during-completion")
             bulk_set(Job, [jobs[a.job_id] for a in attempts], [
                 "placement", "queue_position", "retries", "retries_user", "retries_platform", "retries_resource",
@@ -760,7 +763,7 @@ class Controller:
             with self._isolated(job):
                 gangs.append(gang_request(job))
                 jobs[engine_job_id(job.pk)] = job
-        result = self.engine.schedule(gangs, now)
+        result = self.engine.schedule(gangs, now, budgets=usage_budgets.engine_budgets(self.cluster, now))
         # A job refused for good may only look invalid to a stale configuration (a VC or SKU
         # added since it was read): read it again, and decide nothing from this cycle (the
         # rebuilt engine forgets its decisions; the next cycle makes them afresh).
