@@ -6,7 +6,7 @@ PIP := $(VENV)/bin/pip
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: run serve test bench install system-deps sandbox-deps migrate demo check clean
+.PHONY: run serve test bench install system-deps sandbox-deps node-deps migrate demo check clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -52,22 +52,33 @@ sandbox-deps:
 	fi
 
 # Real peers the integration tests start: Prometheus, Alertmanager and headless Chromium,
-# from Debian's packages, and bubblewrap for the local backend's sandbox. Installed once,
-# only when missing.
+# from Debian's packages, bubblewrap for the local backend's sandbox, and Node.js with npm
+# for OpenPAI's CLI. Installed once, only when missing.
 system-deps:
 	@missing=""; \
 	command -v chromium >/dev/null || missing="$$missing chromium"; \
 	command -v prometheus-alertmanager >/dev/null || missing="$$missing prometheus-alertmanager"; \
 	command -v prometheus >/dev/null || missing="$$missing prometheus"; \
 	command -v bwrap >/dev/null || missing="$$missing bubblewrap"; \
+	command -v node >/dev/null || missing="$$missing nodejs"; \
+	command -v npm >/dev/null || missing="$$missing npm"; \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages:$$missing"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
 
+# OpenPAI's own JS SDK and CLI from npm, for the tests that run them against pai: the
+# versions pinned in the lock file, installed again only when the lock file changes.
+OPENPAI_CLI := tests/openpai_cli
+$(OPENPAI_CLI)/node_modules/.installed: $(OPENPAI_CLI)/package-lock.json
+	cd $(OPENPAI_CLI) && npm ci --no-audit --no-fund --silent
+	touch $@
+
+node-deps: system-deps $(OPENPAI_CLI)/node_modules/.installed
+
 # The whole suite. CI sets DATABASE_URL to a PostgreSQL server; without it, SQLite.
-test: install system-deps
+test: install system-deps node-deps
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 bench: install
@@ -78,4 +89,4 @@ check: install
 	$(PY) manage.py makemigrations --check --dry-run
 
 clean:
-	rm -rf $(VENV) var staticfiles .pytest_cache .hypothesis
+	rm -rf $(VENV) var staticfiles .pytest_cache .hypothesis $(OPENPAI_CLI)/node_modules
