@@ -217,6 +217,8 @@ LOGIN_REDIRECT_URL = "/"
 # for one user name, or from one address, lock it out for the lockout period.
 PAI_LOGIN_MAX_FAILURES = int(env("PAI_LOGIN_MAX_FAILURES", "10"))
 PAI_LOGIN_LOCKOUT_SECONDS = int(env("PAI_LOGIN_LOCKOUT_SECONDS", "900"))
+# The longest a login token lives (OpenPAI's default lifetime); application tokens do not expire.
+PAI_LOGIN_TOKEN_MAX_SECONDS = int(env("PAI_LOGIN_TOKEN_MAX_SECONDS", str(7 * 24 * 3600)))
 
 # django-guardian: pai has no anonymous object permissions.
 ANONYMOUS_USER_NAME = None

@@ -7,6 +7,7 @@ they are, a password passes the validators, a group's grants stay in its tenant.
 
 from datetime import timedelta
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.password_validation import validate_password
 from django.core.exceptions import ValidationError
@@ -21,8 +22,6 @@ from .models import ApiToken, Group, UserProfile
 from .tokens import digest_of, new_secret, prefix_of
 
 DEFAULT_LOGIN_TOKEN_SECONDS = 7 * 24 * 3600
-# Ten years: longer expirations are refused rather than overflowing a datetime.
-MAX_LOGIN_TOKEN_SECONDS = 10 * 365 * 24 * 3600
 
 UNSET = object()
 
@@ -38,10 +37,12 @@ def _issue_token(user, *, application, expires_at):
 
 @transaction.atomic
 def issue_login_token(user, expiration_seconds=None):
-    """A login token for `user`, valid `expiration_seconds` (default 7 days). Returns (row, token)."""
+    """A login token for `user`, valid `expiration_seconds` (default 7 days, OpenPAI's), at most
+    `PAI_LOGIN_TOKEN_MAX_SECONDS`: a longer expiration is shortened to it. Returns (row, token)."""
     seconds = DEFAULT_LOGIN_TOKEN_SECONDS if expiration_seconds is None else expiration_seconds
-    if not 1 <= seconds <= MAX_LOGIN_TOKEN_SECONDS:
-        raise ValidationError({"expiration": f"Must be between 1 and {MAX_LOGIN_TOKEN_SECONDS} seconds."})
+    if seconds < 1:
+        raise ValidationError({"expiration": "Must be at least 1 second."})
+    seconds = min(seconds, settings.PAI_LOGIN_TOKEN_MAX_SECONDS)
     now = timezone.now()
     # Expired tokens are useless; dropping the user's at each login keeps the table from growing forever.
     ApiToken.objects.filter(user=user, expires_at__lte=now).delete()
@@ -64,10 +65,13 @@ def revoke_token(actor, row):
     row.delete()
 
 
-def _revoke_login_tokens(actor, user):
-    count, _ = ApiToken.objects.filter(user=user, application=False).delete()
+def revoke_all_tokens(actor, user, reason):
+    """Revoke every token of `user`, login and application: on a password change, a
+    deactivation, a removal from a team (`signals.py` calls it, whatever changed them)."""
+    count, _ = ApiToken.objects.filter(user=user).delete()
     if count:
-        record(actor, "token.revoke_logins", user, changes={"count": count})
+        record(actor, "token.revoke_all", user, changes={"count": count, "reason": reason})
+    return count
 
 
 # --- Users ----------------------------------------------------------------------------
@@ -152,7 +156,7 @@ def update_user(
 
     `virtual_clusters` replaces the user's VC groups (the VCs' same-named groups) and
     leaves their other groups alone, and those in `kept_groups` (a queryset: groups the
-    actor may not touch). A new password revokes the user's login tokens.
+    actor may not touch). A new password revokes all the user's tokens (`signals.py`).
     """
     changes = {}
     if email is not UNSET and email != user.email:
@@ -163,8 +167,6 @@ def update_user(
         user.set_password(password)
         changes["password"] = True
     user.save()
-    if password is not UNSET:
-        _revoke_login_tokens(actor, user)
     if extension is not UNSET:
         profile, _ = UserProfile.objects.get_or_create(user=user)
         if profile.extension != extension:
@@ -211,8 +213,6 @@ def change_own_profile(user, *, email=UNSET, new_password=UNSET, old_password=No
         changes["email"] = [user.email, email]
         user.email = email
     user.save()
-    if new_password is not UNSET:
-        _revoke_login_tokens(user, user)
     record(user, "user.update_self", user, changes=changes)
     return user
 

@@ -1,9 +1,12 @@
 from django.conf import settings
 from django.contrib.auth.signals import user_logged_in, user_login_failed
-from django.db.models.signals import post_save
+from django.db.models.signals import post_delete, post_save
 from django.dispatch import receiver
 
+from pai.security import current_user
+
 from . import lockout
+from .services import revoke_all_tokens
 from .roles import DEFAULT_GROUP
 
 
@@ -27,3 +30,24 @@ def count_login_failure(sender, credentials, request=None, **kwargs):
 @receiver(user_logged_in, dispatch_uid="pai-login-success-resets-counter")
 def reset_login_failures(sender, request, user, **kwargs):
     lockout.register_success(user.get_username())
+
+
+@receiver(post_save, sender=settings.AUTH_USER_MODEL, dispatch_uid="pai-revoke-tokens-of-changed-user")
+def revoke_tokens_of_changed_user(sender, instance, created, raw=False, **kwargs):
+    """Every way of setting a password (the admin, `/accounts/password_change/`, the API,
+    `manage.py changepassword`) calls `set_password()` then `save()`; Django keeps the new
+    raw password in `_password` until the save is done (a hash upgrade at login clears it
+    before saving). A deactivated user's tokens go too."""
+    if created or raw:
+        return
+    if getattr(instance, "_password", None) is not None:
+        revoke_all_tokens(current_user(), instance, "password changed")
+    elif not instance.is_active:
+        revoke_all_tokens(current_user(), instance, "account deactivated")
+
+
+@receiver(post_delete, sender="tenants.Membership", dispatch_uid="pai-revoke-tokens-of-removed-member")
+def revoke_tokens_of_removed_member(sender, instance, **kwargs):
+    """A member removed from a team loses every token: one issued for that team's work
+    must not outlive the membership."""
+    revoke_all_tokens(current_user(), instance.user, f"removed from team {instance.tenant}")

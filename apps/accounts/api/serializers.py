@@ -29,7 +29,9 @@ class LoginSerializer(serializers.Serializer):
     username = serializers.CharField(max_length=150)
     password = serializers.CharField(max_length=4096, trim_whitespace=False)
     expiration = serializers.IntegerField(
-        required=False, min_value=1, help_text="Seconds the token stays valid (default 7 days)."
+        required=False, min_value=1, help_text="Seconds the token stays valid (default 7 days); at most "
+        "`PAI_LOGIN_TOKEN_MAX_SECONDS` (7 days unless the platform says otherwise): a longer expiration is "
+        "shortened to it."
     )
 
 

@@ -75,7 +75,9 @@ class BasicLoginView(ApiView):
         operation_id="basicLogin",
         summary="Get an access token using username and password (basic mode only).",
         description="Form-encoded (as OpenPAI documents it) or JSON. The token expires after `expiration` "
-        "seconds (default 7 days). Wrong user name and wrong password answer alike, so that the answer "
+        "seconds (default 7 days), at most `PAI_LOGIN_TOKEN_MAX_SECONDS` (7 days by default; longer is shortened "
+        "to it). A password change, a deactivation or a removal from a team revokes every token of the user, "
+        "login and application. Wrong user name and wrong password answer alike, so that the answer "
         "does not tell which accounts exist. After `PAI_LOGIN_MAX_FAILURES` failures for a user name or from an "
         "address, logins are refused with 429 for `PAI_LOGIN_LOCKOUT_SECONDS`.",
         request={"application/x-www-form-urlencoded": s.LoginSerializer, "application/json": s.LoginSerializer},
@@ -315,7 +317,7 @@ class UserListView(ApiView):
         summary="Update a user (basic mode; admins of the account).",
         description="With `patch: false` every field of `data` is required and replaces the stored value; "
         "with `patch: true` only the fields given change. `virtualCluster` replaces the user's VC groups and "
-        "leaves other groups alone; a new password revokes the user's login tokens.",
+        "leaves other groups alone; a new password revokes all the user's tokens, login and application.",
         request=s.UserUpdateSerializer,
         responses={201: MessageSerializer, **errors(400, 401, 403, 404)},
         examples=[
@@ -373,8 +375,8 @@ class MeView(ApiView):
         tags=["user"],
         operation_id="updateUserSelf",
         summary="Change your own e-mail or password (basic mode).",
-        description="`oldPassword` is required with `newPassword`. A new password revokes your login tokens "
-        "(application tokens stay).",
+        description="`oldPassword` is required with `newPassword`. A new password revokes all your tokens, "
+        "login and application (the one this request presents too): log in again.",
         request=s.MeUpdateSerializer,
         responses={201: MessageSerializer, **errors(400, 401, 403)},
         examples=[OpenApiExample("New password", request_only=True, value={
