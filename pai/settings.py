@@ -284,6 +284,8 @@ PAI_KUBE_QPS, PAI_KUBE_BURST = float(env("PAI_KUBE_QPS", "50")), int(env("PAI_KU
 # long a cluster whose API stayed down through a call's retries is paused before the worker probes it.
 PAI_KUBE_RETRY_SECONDS = float(env("PAI_KUBE_RETRY_SECONDS", "30"))
 PAI_KUBE_CIRCUIT_SECONDS = float(env("PAI_KUBE_CIRCUIT_SECONDS", "10"))
+# How much of an ended task's log pai keeps when the cluster forgets it with the pod (Kubernetes).
+PAI_TASK_LOG_KEEP_BYTES = int(env("PAI_TASK_LOG_KEEP_BYTES", str(64 * 1024)))
 PAI_KUBE_SKU_LABEL, PAI_KUBE_TOPOLOGY_LABELS = env("PAI_KUBE_SKU_LABEL", "pai.sku"), env_list("PAI_KUBE_TOPOLOGY_LABELS", "topology.kubernetes.io/zone,pai.rack")
 PAI_KUBE_ASSIGN_DEVICES = env_bool("PAI_KUBE_ASSIGN_DEVICES")  # pai's device indices via NVIDIA_VISIBLE_DEVICES, not the device plugin
 

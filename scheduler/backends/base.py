@@ -265,6 +265,10 @@ LogStream = Literal["all", "stdout", "stderr"]
 class ClusterBackend(ABC):
     """What runs pods. See the module docstring for the contract."""
 
+    #: Whether ``read_log`` still answers once the pod is deleted (until ``forget_pod``).
+    #: Kubernetes forgets a deleted pod's log at once: the worker keeps its end itself.
+    logs_outlive_pods: bool = False
+
     @abstractmethod
     def list_nodes(self) -> list[NodeInfo]:
         """Every node with capacity, labels and health, sorted by name."""

@@ -13,7 +13,7 @@ import yaml
 from rest_framework.test import APIClient
 
 from apps.clusters.models import Node
-from apps.jobs.models import Job, JobEvent, TaskAttempt
+from apps.jobs.models import Job, JobEvent, TaskAttempt, TaskLog
 from apps.jobs.worker.launch import job_key
 from tests.worker.conftest import Worker, job_yaml, submit  # noqa: F401 (submit is a fixture)
 
@@ -89,27 +89,38 @@ def test_a_two_role_job_succeeds_with_pods_shaped_for_its_placement(world, drive
     job = drive.wait_for_state(job, "SUCCEEDED", "FAILED")
     assert job.state == "SUCCEEDED", job.attempts.first().exit_diagnostics
     assert job.app_exit_code == 0
-    assert drive.backend.read_log(worker0["metadata"]["name"]) == f"hello from {worker0['metadata']['name']}\n"
+    # Every finished pod was deleted once its log was kept: the log API serves it still.
+    drive.run_until(lambda: not kubelet.pods(**{"pai.job": job_key(job)}))
+    client = APIClient()
+    client.force_authenticate(world.a_member)
+    base = "/api/v2/jobs/a_member~distributed/attempts/0/taskRoles/worker/taskIndex/0/attempts/0"
+    [location] = client.get(f"{base}/logs").json()["locations"]
+    assert location["uri"].endswith(f"{base}/logs/all")
+    response = client.get(f"{base}/logs/all")
+    assert response.content.decode() == f"hello from {worker0['metadata']['name']}\n"
     assert {"Started", "Pulled"} <= set(JobEvent.objects.filter(task_attempt=ta).values_list("reason", flat=True))
     # Events came from the events watch: no request asked for one pod's events.
     event_requests = [query for method, path, query, _status in list(kube_server.requests) if path.endswith("/events")]
     assert event_requests and not [q for q in event_requests if "involvedObject.name" in q.get("fieldSelector", "")]
 
 
-def test_a_failing_task_fails_the_job_and_stops_the_others(world, drive, kubelet, submit):
+def test_a_failing_task_fails_the_job_and_stops_the_others(world, drive, kubelet, kube_server, submit):
     job = submit(world.a_member, job_yaml("fails", roles={
         "bad": {"gpu": 1, "commands": ["exit 1"], "completion": {"minFailedInstances": 1}},
         "slow": {"instances": 2, "gpu": 1, "commands": ["sleep 60"]},
     }))
     job = drive.wait_for_state(job, "RUNNING")
-    kubelet.finish(kubelet.pod(job, "bad"), 1)
+    bad = kubelet.pod(job, "bad")
+    kube_server.set_pod_log(bad["metadata"]["namespace"], bad["metadata"]["name"], "loading\nTraceback: boom\n")
+    kubelet.finish(bad, 1)
     job = drive.wait_for_state(job, "FAILED", "SUCCEEDED", "STOPPED")
     assert job.state == "FAILED" and job.app_exit_code == 1
     assert job.attempts.get().trigger_task_role == "bad"
     assert task_codes(job) == [(0, "bad", 0, 1), (0, "slow", 0, -220), (0, "slow", 1, -220)]
-    # The deleted pods are gone; the failed one is kept (with its log) until retention.
-    [kept] = kubelet.pods(**{"pai.job": job_key(job)})
-    assert (kept["metadata"]["labels"]["pai.taskrole"], kept["status"]["phase"]) == ("bad", "Failed")
+    # Every pod is gone, the failed one too: its log was kept first and explains the failure.
+    assert kubelet.pods(**{"pai.job": job_key(job)}) == []
+    assert "Traceback: boom" in job.attempts.get().exit_diagnostics
+    assert TaskLog.objects.get(task_attempt__pod_name=bad["metadata"]["name"]).text == "loading\nTraceback: boom\n"
 
 
 @pytest.mark.parametrize(("reason", "code"), [("Evicted", -1000), ("NodeLost", -1001)])

@@ -5,7 +5,7 @@ import uuid
 from pathlib import Path
 
 from django.conf import settings
-from django.http import FileResponse
+from django.http import FileResponse, HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import status
@@ -21,7 +21,7 @@ from scheduler import exitcodes
 from .. import services
 from ..choices import COMPLETED_STATES
 from ..filters import JobFilterSet
-from ..models import Job, JobAttempt, JobEvent, JobTag, Task
+from ..models import Job, JobAttempt, JobEvent, JobTag, Task, TaskLog
 from ..errors import ForbiddenUserError, InvalidParametersError, NoJobConfigError, NoJobError, NoJobSshInfoError
 from ..protocol.structure import storable_text
 from ..querysets import is_manageable, is_readable
@@ -594,6 +594,11 @@ def _log_file(task_attempt):
     return path
 
 
+def _kept_log(task_attempt):
+    """The end of the log the worker kept when the pod ended (a backend that forgets it with the pod)."""
+    return TaskLog.objects.filter(pk=task_attempt.pk).values_list("text", flat=True).first()
+
+
 class TaskAttemptLogsView(APIView):
     @extend_schema(
         operation_id="getTaskAttemptLogs", summary="Where a task attempt's logs are", description=docs.LOGS,
@@ -605,7 +610,7 @@ class TaskAttemptLogsView(APIView):
             request, username, name, attempt_index, task_role, task_index, task_attempt_index
         )
         locations = []
-        if _log_file(task_attempt) is not None:
+        if _log_file(task_attempt) is not None or _kept_log(task_attempt) is not None:
             locations.append({"name": "all", "uri": _log_uri(request, job, task.job_attempt, task, task_attempt)})
         return Response({"locations": locations})
 
@@ -625,7 +630,13 @@ class TaskAttemptLogView(APIView):
         )
         path = _log_file(task_attempt)
         if path is None:
-            raise NoJobError("This task attempt has no log yet.")
+            kept = _kept_log(task_attempt)
+            if kept is None:
+                raise NoJobError("This task attempt has no log yet.")
+            data = kept.encode()
+            if request.query_params.get("tail-mode", "").lower() == "true":
+                data = data[-LOG_TAIL_BYTES:]
+            return HttpResponse(data, content_type="text/plain; charset=utf-8")
         handle = path.open("rb")
         if request.query_params.get("tail-mode", "").lower() == "true":
             size = path.stat().st_size

@@ -1,9 +1,9 @@
-from .attempt import JobAttempt, Task, TaskAttempt
+from .attempt import JobAttempt, Task, TaskAttempt, TaskLog
 from .event import JobEvent
 from .job import Job, JobSecret, JobTag
 from .lease import WorkerLease
 from .sharing import JobGroupObjectPermission, JobUserObjectPermission
 from .usage import JobUsage
 
-__all__ = ["Job", "JobSecret", "JobTag", "JobAttempt", "Task", "TaskAttempt", "JobEvent", "WorkerLease", "JobUsage",
+__all__ = ["Job", "JobSecret", "JobTag", "JobAttempt", "Task", "TaskAttempt", "TaskLog", "JobEvent", "WorkerLease", "JobUsage",
            "JobUserObjectPermission", "JobGroupObjectPermission"]

@@ -92,3 +92,16 @@ class TaskAttempt(models.Model):
 
     def __str__(self):
         return self.pod_name or f"{self.task}#{self.index}"
+
+
+class TaskLog(models.Model):
+    """The end of a task attempt's log, kept by the worker when its pod ends: Kubernetes
+    keeps no log of a deleted pod, and the worker deletes every finished pod."""
+
+    task_attempt = models.OneToOneField(TaskAttempt, on_delete=models.CASCADE, primary_key=True, related_name="kept_log")
+    text = models.TextField(blank=True)
+    truncated = models.BooleanField(default=False, help_text="Only the end of a longer log is kept.")
+    stored_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self):
+        return f"log of {self.task_attempt_id}"

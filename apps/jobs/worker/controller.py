@@ -49,7 +49,7 @@ from scheduler.backends import (
 from scheduler.podenv import PortAllocator, PortsExhaustedError
 
 from ..choices import JobState, JobSubState
-from ..models import Job, JobAttempt, JobEvent, Task, TaskAttempt
+from ..models import Job, JobAttempt, JobEvent, Task, TaskAttempt, TaskLog
 from . import launch
 from .bulk import bulk_set
 from .backends import backend_for, local_state_dir
@@ -75,8 +75,12 @@ CODES_SHARED_WITH_TASKS = frozenset(
 CREATION_ATTEMPTS = 5
 # Container reasons of a pod whose image cannot be pulled: the task fails without waiting.
 IMAGE_PULL_FAILURES = frozenset({"ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull"})
-# Failures that are not one job's: they end the cycle (the loop rebuilds it next tick).
-NOT_ONE_JOBS_FAILURE = (DatabaseError, LeaseLost)
+# Failures that are not one job's: they end the cycle (the loop rebuilds it next tick, or pauses
+# the cluster while its API is down).
+NOT_ONE_JOBS_FAILURE = (DatabaseError, LeaseLost, ClusterUnavailableError)
+# How much of an ended pod's log the worker keeps when the backend forgets it with the pod:
+# the last this many lines, at most PAI_TASK_LOG_KEEP_BYTES of them.
+KEPT_LOG_LINES = 1000
 # Every this many cycles the lifecycle pass looks at every open attempt, not only the
 # ones whose pods changed, and the configuration is read again.
 FULL_PASS_EVERY = 20
@@ -263,13 +267,16 @@ class Controller:
         )
         for ta in missing.select_related("task__job_attempt"):
             self._complete_task_attempt(ta, exitcodes.POD_EXTERNAL_DELETED, "the pod vanished")
-        # Pods that carry pai's labels but belong to no task attempt are orphans. Finished pods
-        # of completed attempts are not: they keep their logs until retention removes them.
-        known = set(TaskAttempt.objects.filter(pod_name__in=names).values_list("pod_name", flat=True))
+        # Pods that carry pai's labels but belong to no task attempt are orphans. A pod whose
+        # task attempt completed was not deleted yet (the worker stopped in between): it goes
+        # now, its log is kept.
+        known = dict(TaskAttempt.objects.filter(pod_name__in=names).values_list("pod_name", "completed_at"))
         for observation in live:
             if observation.name not in known and LABEL_JOB in observation.labels:
                 log.warning("deleting orphaned pod %s", observation.name)
                 self._delete_pod(observation.name, observation.uid)
+            elif known.get(observation.name) is not None and observation.terminal and not observation.deletion_requested:
+                self._delete_pod(observation.name, observation.uid, grace_seconds=0)
 
     def apply_observations(self, observations):
         """Apply a batch of pod observations: a few queries per batch, not per pod."""
@@ -285,7 +292,7 @@ class Controller:
                 "task__job_attempt"
             ):
                 attempts[ta.pod_name] = ta
-        changed, running_tasks, completions = [], [], []
+        changed, running_tasks, completions, finished, logs = [], [], [], [], {}
         for name, observation in latest.items():
             ta = attempts.get(name)
             if ta is None or ta.completed_at is not None:
@@ -310,7 +317,12 @@ class Controller:
                 changed.append(ta)
                 self._touched.add(ta.task.job_attempt_id)
             if observation.terminal or observation.deleted:
-                completions.append(self._completion_of(ta, observation))
+                kept = self._kept_log(ta, observation)
+                if kept is not None:
+                    logs[ta.pk] = kept
+                completions.append(self._completion_of(ta, observation, kept))
+                if observation.terminal and not (observation.deleted or observation.deletion_requested):
+                    finished.append(ta)
             elif observation.container_reason in IMAGE_PULL_FAILURES:
                 # The kubelet would retry the pull forever; OpenPAI fails the task (254).
                 self._delete_pod(ta.pod_name, ta.pod_uid)
@@ -320,9 +332,24 @@ class Controller:
         bulk_set(TaskAttempt, changed, ["pod_uid", "node_name", "ip", "state", "started_at"])
         bulk_set(Task, running_tasks, ["state"])
         self._store_events([attempts[name] for name in latest if name in attempts])
-        self._complete_task_attempts(completions)
+        self._complete_task_attempts(completions, logs)
+        # Stored: the finished pods go, so that the cluster holds only live pods.
+        for ta in finished:
+            self._delete_pod(ta.pod_name, ta.pod_uid, grace_seconds=0)
 
-    def _completion_of(self, ta, observation):
+    def _kept_log(self, ta, observation):
+        """(text, truncated) of the end of an ended pod's log, for backends that forget the
+        log with the pod; None when the backend keeps it (or the pod is gone already)."""
+        if self.backend.logs_outlive_pods or observation.deleted:
+            return None
+        text = self._read_log(ta.pod_name, KEPT_LOG_LINES)
+        data = text.encode()
+        limit = settings.PAI_TASK_LOG_KEEP_BYTES
+        if len(data) <= limit:
+            return text, text.count("\n") >= KEPT_LOG_LINES
+        return data[-limit:].decode(errors="ignore"), True
+
+    def _completion_of(self, ta, observation, kept=None):
         """(task attempt, code, diagnostics, observation, exit row) for a pod that ended."""
         attempt = ta.task.job_attempt
         if attempt.sub_state in DELETION_SUBSTATES and attempt.exit_code is not None:
@@ -331,15 +358,24 @@ class Controller:
                 code = exitcodes.SUCCEEDED
             return ta, code, observation.message, observation, None
         log_tail = ""
-        if observation.terminal and observation.exit_code not in (0, None):
-            log_tail = self._log_tail(ta.pod_name)
+        if kept is not None:
+            log_tail = "\n".join(kept[0].splitlines()[-exitcodes.LOG_TAIL_LINES:])
+        elif observation.terminal and observation.exit_code not in (0, None):
+            log_tail = self._read_log(ta.pod_name, exitcodes.LOG_TAIL_LINES)
         exit_ = lifecycle.task_exit(observation, log_tail)
         diagnostics = "; ".join(p for p in (observation.reason, observation.container_reason, observation.message) if p)
         return ta, exit_.code, diagnostics, observation, exit_.row
 
-    def _log_tail(self, name):
+    def _log_tail(self, ta):
+        """The last lines of an ended task attempt's log: kept by the worker, or the backend's."""
+        kept = TaskLog.objects.filter(pk=ta.pk).values_list("text", flat=True).first()
+        if kept is not None:
+            return "\n".join(kept.splitlines()[-exitcodes.LOG_TAIL_LINES:])
+        return self._read_log(ta.pod_name, exitcodes.LOG_TAIL_LINES)
+
+    def _read_log(self, name, lines):
         try:
-            return self.backend.read_log(name, tail_lines=exitcodes.LOG_TAIL_LINES)
+            return self.backend.read_log(name, tail_lines=lines)
         except PodNotFoundError:
             return ""  # never created: no log
         except (LeaseLost, ClusterUnavailableError):
@@ -393,8 +429,9 @@ class Controller:
     def _complete_task_attempt(self, ta, code, diagnostics="", observation=None, row=None):
         self._complete_task_attempts([(ta, code, diagnostics, observation, row)])
 
-    def _complete_task_attempts(self, completions):
-        """Record how task attempts ended (and their tasks), in a few statements per batch.
+    def _complete_task_attempts(self, completions, logs=None):
+        """Record how task attempts ended (and their tasks) and the ends of their logs
+        (`logs`: task attempt pk → (text, truncated)), in a few statements per batch.
 
         Without gang allocation a task follows its own retry policy (`taskRetryCount`): a
         retried task gets its next task attempt here, on the same node, devices and ports,
@@ -430,6 +467,10 @@ class Controller:
             bulk_set(TaskAttempt, done, ["state", "exit_code", "exit_spec_code", "diagnostics", "completed_at"])
             bulk_set(Task, tasks, ["state", "retries", "accountable_retries"])
             TaskAttempt.objects.bulk_create(retried)
+            TaskLog.objects.bulk_create(
+                [TaskLog(task_attempt_id=pk, text=text, truncated=truncated) for pk, (text, truncated) in (logs or {}).items()],
+                batch_size=1000, ignore_conflicts=True,
+            )
 
     @staticmethod
     def _attempts_retrying_tasks(completions):
@@ -666,15 +707,15 @@ class Controller:
                 ]
                 if trigger and trigger[-1].diagnostics:
                     lines.append(f"The task's pod reported: {trigger[-1].diagnostics}")
-                tail = self._log_tail(trigger[-1].pod_name) if trigger else ""
+                tail = self._log_tail(trigger[-1]) if trigger else ""
                 if tail:
                     lines.append("Last lines of its log:\n" + "\n".join(tail.splitlines()[-20:]))
         return "\n".join(lines)
 
-    def _delete_pod(self, name, uid):
+    def _delete_pod(self, name, uid, grace_seconds=None):
         self._guard()
         try:
-            return self.backend.delete_pod(name, uid=uid or None)
+            return self.backend.delete_pod(name, uid=uid or None, grace_seconds=grace_seconds)
         except PodConflictError:
             return False
 

@@ -253,10 +253,14 @@ def _tail(path: Path, lines: int) -> str:
 class LocalBackend(ClusterBackend):
     """Pods as subprocesses on this machine, over virtual ``nodes``.
 
+    A pod's log files stay after it is deleted, until ``forget_pod`` (``logs_outlive_pods``).
+
     ``state_dir`` holds everything (see the module docstring); give a new instance the
     same directory after a restart. ``shell`` runs the task's commands (``-c``);
     ``python`` runs the supervisor. ``isolation`` says how tasks are kept apart.
     """
+
+    logs_outlive_pods = True
 
     def __init__(
         self,
