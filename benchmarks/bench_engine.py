@@ -9,7 +9,11 @@ queue kept at 10,000 gangs of 1, 2, 4, 8, 16, 32 and 64 GPUs in the proportions 
 Microsoft ITP traces (10 % opportunistic). Cycles run until the cluster is full; then
 one more cycle over the 10,000 waiting gangs measures how cheap it is to say no, and a
 cycle of 200 production gangs measures preemption. The start-up figure builds a fresh engine and restores placements covering 90 % of the
-cluster's GPUs. Not a test: it prints figures.
+cluster's GPUs. A second scenario fills a fresh cluster to about 90 % with the same
+gangs and lets production gangs of 4 × 8 GPUs arrive one by one: each preempts, the
+victims' pods are taken as gone at once (``release``), and the benchmark prints how
+many gangs and GPUs each preemption killed and the utilisation at the end. Not a test:
+it prints figures.
 
 Times are CPU time of the benchmark process (``time.process_time``), so that other
 work on a shared machine does not inflate them; the load average is printed with them.
@@ -46,6 +50,8 @@ from scheduler import (  # noqa: E402
 TRACE_GPU_COUNTS = {1: 57_682, 2: 1_483, 4: 2_371, 8: 7_009, 16: 381, 32: 353, 64: 72}
 QUEUE = 10_000
 PREEMPTORS = 200
+FILL = 0.9  # share of the GPUs the preemption scenario fills before production gangs arrive
+ARRIVALS = 20  # production gangs of 4 × 8 GPUs arriving at the filled cluster
 VCS = 20
 SKUS = (SkuSpec("A100", 1, 12, 110_000), SkuSpec("V100", 1, 6, 60_000))
 SKU_SHARE = {"A100": 0.6, "V100": 0.4}
@@ -136,6 +142,69 @@ def timed_decisions(engine: Engine, samples: list[tuple[float, bool]]) -> None:
         setattr(engine, name, wrapper)
 
 
+def _gpus(alloc) -> int:
+    return sum(len(p.devices) for p in alloc.pods)
+
+
+def run_arrivals(nodes: int, seed: int) -> dict:
+    """Fill to about 90 %, then production gangs of 4 × 8 GPUs arrive one at a time.
+
+    Each arrival gets cycles until it runs (at most ten): the victims a cycle names are
+    released at once, as if their pods were gone by the next cycle."""
+    rng = random.Random(seed + 1)
+    cluster = generate_cluster(nodes, rng)
+    engine = Engine(cluster, generate_vcs(nodes))
+    gpus = nodes * 8
+    source = GangSource(rng)
+    now, submitted = 0.0, 0
+    while submitted < FILL * gpus:
+        batch = []
+        while submitted < FILL * gpus and len(batch) < QUEUE:
+            gang = source.next()
+            batch.append(gang)
+            submitted += sum(p.leaf_cells for p in gang.pods)
+        now += 10.0
+        engine.schedule(batch, now)
+    filled = sum(_gpus(a) for a in engine.allocations()) / gpus
+    victims, victim_gpus, preempting, placed, cycles = 0, 0, 0, 0, 0
+    decision_time = 0.0
+    for i in range(ARRIVALS):
+        sku = "A100" if rng.random() < SKU_SHARE["A100"] else "V100"
+        gang = GangRequest(
+            job_id=f"prod-{i:03d}", vc=f"vc{rng.randrange(VCS):02d}", user="prod", priority=100,
+            pods=tuple(PodRequest("worker", j, sku, 8) for j in range(4)), submitted_at=now,
+        )
+        killed_here = 0
+        for _ in range(10):
+            now += 10.0
+            running = {a.job_id: a for a in engine.allocations()}
+            start = time.process_time()
+            result = engine.schedule([gang], now)
+            decision_time += time.process_time() - start
+            cycles += 1
+            for p in result.preemptions:
+                if not p.lazy:
+                    killed_here += 1
+                    victim_gpus += _gpus(running[p.job_id])
+                    engine.release(p.job_id)
+            if result.placements or result.rejected:
+                placed += len(result.placements)
+                break
+        if killed_here:
+            preempting += 1
+            victims += killed_here
+    used = sum(_gpus(a) for a in engine.allocations())
+    return {
+        "filled": filled,
+        "arrivals_placed": placed,
+        "preempting": preempting,
+        "victims_per_preemption": victims / preempting if preempting else 0.0,
+        "victim_gpus_per_preemption": victim_gpus / preempting if preempting else 0.0,
+        "final_utilisation": used / gpus,
+        "arrival_ms": decision_time / max(1, cycles) * 1000,
+    }
+
+
 def run_size(nodes: int, seed: int) -> dict:
     rng = random.Random(seed)
     cluster = generate_cluster(nodes, rng)
@@ -219,6 +288,7 @@ def run_size(nodes: int, seed: int) -> dict:
         "restored": report.restored,
         "restored_gpus": covered,
         "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        **run_arrivals(nodes, seed),
     }
 
 
@@ -249,6 +319,16 @@ def main() -> None:
             f"{r['utilisation']:.1%} of {r['gpus']} GPUs used; then {r['preempt_placed']} of "
             f"{PREEMPTORS} prod gangs placed by preempting {r['victims']} jobs, "
             f"{r['preempt_ms']:.1f} ms per gang",
+            flush=True,
+        )
+    print()
+    print(f"production gangs of 4 × 8 GPUs arriving one by one at a cluster filled to ~{FILL:.0%}:")
+    for r in rows:
+        print(
+            f"{r['nodes']:>6} nodes: filled {r['filled']:.1%}; {r['arrivals_placed']} of {ARRIVALS} placed, "
+            f"{r['preempting']} by preempting; victims per preemption {r['victims_per_preemption']:.2f} gangs, "
+            f"{r['victim_gpus_per_preemption']:.1f} GPUs; utilisation at the end {r['final_utilisation']:.1%}; "
+            f"{r['arrival_ms']:.1f} ms per cycle",
             flush=True,
         )
     print(f"load average after: {', '.join(f'{x:.1f}' for x in os.getloadavg())}; "

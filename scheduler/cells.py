@@ -22,6 +22,8 @@ from .spec import ClusterSpec, PhysicalCellSpec, SkuSpec
 # only, then idle nodes no VC has bound, then bound nodes without guaranteed pods,
 # then nodes with guaranteed pods.
 OPP_WITH_OPP, OPP_IDLE_POOL, OPP_IDLE_BOUND, OPP_WITH_GUARANTEED = range(4)
+# A quota entry that names no chain: its cells may come from any chain of the SKU.
+ANY_LINE = -1
 
 
 @contextmanager
@@ -41,16 +43,19 @@ def collector_paused() -> Iterator[None]:
 
 class Binding:
     """A VC's virtual cell bound to a physical cell. ``owner`` is the VC whose quota it
-    counts against, ``user`` the VC whose jobs run in it (they differ when borrowed)."""
+    counts against, ``user`` the VC whose jobs run in it (they differ when borrowed);
+    ``line`` is the chain named by the quota entry it counts against (the type id of
+    the chain's top-level cells), or ``ANY_LINE`` for an entry that names none."""
 
-    __slots__ = ("cell", "owner", "user", "usage", "pinned")
+    __slots__ = ("cell", "owner", "user", "usage", "pinned", "line")
 
-    def __init__(self, cell: "Cell", owner: str, user: str, pinned: bool = False) -> None:
+    def __init__(self, cell: "Cell", owner: str, user: str, pinned: bool = False, line: int = -1) -> None:
         self.cell = cell
         self.owner = owner
         self.user = user
         self.usage = 0  # leaf cells used by the user's guaranteed pods
         self.pinned = pinned
+        self.line = line
 
     @property
     def borrowed(self) -> bool:
@@ -61,7 +66,7 @@ class Cell:
     __slots__ = (
         "id", "chain", "tid", "level", "cell_type", "address", "parent", "children",
         "up", "node", "nodes", "first", "leaves", "pinned_id", "has_pinned", "free",
-        "free_children", "free_below", "idle", "binding",
+        "free_children", "free_below", "idle", "binding", "line", "line_free",
     )
 
     def __init__(self, cid: int, chain: "Chain", tid: int, address: str, parent: "Cell | None") -> None:
@@ -76,6 +81,9 @@ class Cell:
         # and the garbage collector's work small.
         self.children: list[Cell] | tuple[()] = [] if self.level > 1 else ()
         self.up: tuple[Cell, ...] = (self,) if parent is None else (self,) + parent.up  # self, then ancestors
+        # The chain (in HiveD's sense) the cell belongs to: its top-level cell's type.
+        self.line = tid if parent is None else parent.line
+        self.line_free = chain.line_free.setdefault(self.line, [0] * len(chain.names))
         self.node: Node | None = None  # for cells at or below the node level
         self.nodes: list[Node] | tuple[()] = [] if self.level >= chain.node_level else ()  # in index order
         self.first = 0  # first device index, for cells at or below the node level
@@ -127,7 +135,12 @@ class Node:
 class Chain:
     """The cell types of one SKU, identified by index (``tid``). Below and at the node
     level they form a line down to the leaf (level 1); above it several types may share
-    a child (racks of different sizes), so the types form a tree rooted at the leaf."""
+    a child (racks of different sizes), so the types form a tree rooted at the leaf.
+
+    The top-level cells of one type, with everything inside them, are what HiveD calls
+    a chain; here a *line* (keyed by that top-level type's id), since ``Chain`` is the
+    whole SKU. A gang stays inside one line; a quota entry may name the line its cells
+    come from."""
 
     sku: SkuSpec
     names: list[str]
@@ -140,7 +153,12 @@ class Chain:
     roots: list[Cell] = field(default_factory=list)
     nodes: list[Node] = field(default_factory=list)
     free_count: list[int] = field(default_factory=list)  # maximal free cells, by type
-    demand: list[int] = field(default_factory=list)  # unbound guaranteed cells of all VCs, by type
+    demand: list[int] = field(default_factory=list)  # unbound cells of entries naming no line, by type
+    # Per line: maximal free cells by type, and the unbound cells of entries naming it.
+    line_free: dict[int, list[int]] = field(default_factory=dict)
+    line_demand: dict[int, list[int]] = field(default_factory=dict)
+    line_roots: dict[int, list[Cell]] = field(default_factory=dict)
+    bound_demand = 0  # sum of every line_demand: 0 lets the safety check skip the lines
     buckets: list[list[set[int]]] = field(default_factory=list)  # [category][free] -> node indices
     # The bindings each VC uses that still have idle healthy devices, so that placing a
     # pod looks only where there is room.
@@ -178,32 +196,111 @@ class Chain:
     def tid(self, cell_type: str) -> int:
         return self.names.index(cell_type)
 
+    def lines(self) -> list[int]:
+        """The lines that have cells, by top-level type name."""
+        return sorted(self.line_roots, key=lambda t: self.names[t])
+
+    def line_types(self, line: int) -> list[int]:
+        """A line's types from its top-level type down to the leaf."""
+        types = [line]
+        while self.child[types[-1]] != -1:
+            types.append(self.child[types[-1]])
+        return types
+
+    def in_line(self, tid: int, line: int) -> bool:
+        return line == ANY_LINE or tid in self.line_types(line)
+
+    def line_name(self, line: int) -> str | None:
+        return None if line == ANY_LINE else self.names[line]
+
     def is_safe(self) -> bool:
-        """The safety invariant, top-down buddy style: the free cells of each type plus
-        what splitting the spare cells above yields cover the VCs' unbound cells."""
+        """The safety invariant: each line backs the unbound cells of the entries naming
+        it, and what is left everywhere backs those of the entries naming none."""
+        if not self.bound_demand:
+            supply = self.free_count
+        else:
+            supply = self.pool_supply(self.line_free, self.line_demand)
+            if supply is None:
+                return False
         carry = [0] * len(self.names)
+        demand = self.demand
         for t in self.order:
-            avail = carry[t] + self.free_count[t]
-            if avail < self.demand[t]:
+            avail = carry[t] + supply[t]
+            if avail < demand[t]:
                 return False
             if self.child[t] != -1:
-                carry[self.child[t]] += (avail - self.demand[t]) * self.child_count[t]
+                carry[self.child[t]] += (avail - demand[t]) * self.child_count[t]
         return True
 
-    def shortfall(self, supply: list[int]) -> list[int]:
-        """Per type, how many unbound guaranteed cells ``supply`` cannot back."""
+    def pool_supply(self, line_free: dict[int, list[int]], line_demand: dict[int, list[int]]) -> list[int] | None:
+        """Free cells by type once each line has kept what the entries naming it need
+        (``None`` if some line cannot): a line keeps, at each level, only the cells its
+        own demand there and below needs; the rest of its free cells serve everyone.
+
+        Below a type two lines share, their types coincide, so spare cells of either
+        serve entries naming no line alike: keeping the least per line is exact."""
+        supply = list(self.free_count) if line_free is self.line_free else self._sum_free(line_free)
+        for line in sorted(line_demand):
+            demand = line_demand[line]
+            if not any(demand):
+                continue
+            free = line_free.get(line) or [0] * len(self.names)
+            types = self.line_types(line)
+            # needs[i]: cells of types[i] the line must keep for its demand below it.
+            needs = [0] * len(types)
+            for i in range(len(types) - 1, 0, -1):
+                t = types[i]
+                short = demand[t] + needs[i] - free[t]
+                needs[i - 1] = -(-short // self.child_count[types[i - 1]]) if short > 0 else 0
+            if demand[types[0]] + needs[0] > free[types[0]]:
+                return None
+            carry = 0
+            for i, t in enumerate(types):
+                avail = carry + free[t]
+                supply[t] += avail - demand[t] - needs[i] - free[t]
+                carry = needs[i] * self.child_count[t]
+        return supply
+
+    def _sum_free(self, line_free: dict[int, list[int]]) -> list[int]:
+        total = [0] * len(self.names)
+        for free in line_free.values():
+            for t, n in enumerate(free):
+                total[t] += n
+        return total
+
+    def shortfall(self, supply: list[int], demand: list[int]) -> list[int]:
+        """Per type, how many of ``demand``'s cells ``supply`` cannot back."""
         short = [0] * len(self.names)
         carry = [0] * len(self.names)
         for t in self.order:
             avail = carry[t] + supply[t]
-            short[t] = max(0, self.demand[t] - avail)
+            short[t] = max(0, demand[t] - avail)
             if self.child[t] != -1:
-                carry[self.child[t]] += max(0, avail - self.demand[t]) * self.child_count[t]
+                carry[self.child[t]] += max(0, avail - demand[t]) * self.child_count[t]
         return short
 
 
-def build_chains(spec: ClusterSpec) -> dict[str, Chain]:
-    """Resolve cell types into one chain per SKU, refusing inconsistent type graphs."""
+def _used_types(spec: ClusterSpec, types: dict) -> set[str]:
+    """Cell types some physical cell is, or holds."""
+    used: set[str] = set()
+    stack = list(spec.physical_cells)
+    while stack:
+        cell = stack.pop()
+        stack.extend(cell.children)
+        name = cell.cell_type
+        while name in types and name not in used:
+            used.add(name)
+            name = types[name].child
+    return used
+
+
+def build_chains(spec: ClusterSpec, warnings: list[str] | None = None) -> dict[str, Chain]:
+    """Resolve cell types into one chain per SKU, refusing inconsistent type graphs.
+
+    A type no physical cell uses that fits no chain (say an old ``G-HALF = 8 × G`` left
+    over after the node became ``16 × G``) is ignored, with a line in ``warnings``: the
+    control plane passes every type stored for the cluster."""
+    warnings = warnings if warnings is not None else []
     skus = {}
     for sku in spec.skus:
         if sku.name in skus:
@@ -228,9 +325,55 @@ def build_chains(spec: ClusterSpec) -> dict[str, Chain]:
             if len(seen) > len(types) + 1:
                 raise ConfigurationError(f"cell types below {name!r} form a cycle")
         leaf_of[name] = seen[-1]
+    used = _used_types(spec, types)
     chains: dict[str, Chain] = {}
     for sku in spec.skus:
         names = [sku.name] + sorted(n for n in types if leaf_of[n] == sku.name)
+        nodes = [n for n in names[1:] if types[n].is_node]
+        used_nodes = [n for n in nodes if n in used]
+        if len(used_nodes) > 1:
+            raise ConfigurationError(
+                f"chain {sku.name} needs exactly one node-level cell type, its cells use {len(used_nodes)}: "
+                f"{', '.join(used_nodes)}",
+                chain=sku.name,
+            )
+        if used_nodes or len(nodes) == 1:
+            node = (used_nodes or nodes)[0]
+        else:
+            if nodes or names[1:]:
+                warnings.append(
+                    f"SKU {sku.name} is ignored: no physical cell uses it and it has "
+                    f"{len(nodes)} node-level cell types instead of one"
+                )
+            continue
+        below_node = [node]
+        while below_node[-1] in types:
+            below_node.append(types[below_node[-1]].child)
+        kept = [sku.name]
+        for n in names[1:]:
+            if n != node and types[n].is_node:
+                warnings.append(
+                    f"cell type {n!r} is ignored: it is marked node-level, but {node!r} is the node type of SKU "
+                    f"{sku.name} and no physical cell uses {n!r}"
+                )
+                continue
+            c = n
+            while c in types and c != node:
+                c = types[c].child
+            if n in below_node or c == node:
+                kept.append(n)
+                continue
+            if n in used:
+                raise ConfigurationError(
+                    f"cell type {n!r} of chain {sku.name} is neither above nor inside the node type {node!r}",
+                    cell_type=n,
+                    chain=sku.name,
+                )
+            warnings.append(
+                f"cell type {n!r} is ignored: it is neither above nor inside the node type {node!r} of SKU "
+                f"{sku.name}, and no physical cell uses it"
+            )
+        names = kept
         level = {sku.name: 1}
 
         def level_of(n: str) -> int:
@@ -238,26 +381,6 @@ def build_chains(spec: ClusterSpec) -> dict[str, Chain]:
                 level[n] = level_of(types[n].child) + 1
             return level[n]
 
-        nodes = [n for n in names[1:] if types[n].is_node]
-        if len(nodes) != 1:
-            raise ConfigurationError(
-                f"chain {sku.name} needs exactly one node-level cell type, found {len(nodes)}", chain=sku.name
-            )
-        below_node = [nodes[0]]
-        while below_node[-1] in types:
-            below_node.append(types[below_node[-1]].child)
-        for n in names[1:]:
-            if n in below_node:
-                continue
-            c = n
-            while c in types and c != nodes[0]:
-                c = types[c].child
-            if c != nodes[0]:
-                raise ConfigurationError(
-                    f"cell type {n!r} of chain {sku.name} is neither above nor inside the node type {nodes[0]!r}",
-                    cell_type=n,
-                    chain=sku.name,
-                )
         leaves = {sku.name: 1}
 
         def leaves_of(n: str) -> int:
@@ -272,7 +395,7 @@ def build_chains(spec: ClusterSpec) -> dict[str, Chain]:
             leaves=[leaves_of(n) for n in names],
             child=[-1] + [names.index(types[n].child) for n in names[1:]],
             child_count=[1] + [types[n].child_count for n in names[1:]],
-            node_type=names.index(nodes[0]),
+            node_type=names.index(node),
         )
     return chains
 
@@ -281,10 +404,11 @@ class Topology:
     """All physical cells of the cluster and the operations that change their state."""
 
     def __init__(self, spec: ClusterSpec) -> None:
-        self.chains = build_chains(spec)
+        self.warnings: list[str] = []
+        self.chains = build_chains(spec, self.warnings)
         self.chain_of_type: dict[str, Chain] = {}
         for chain in self.chains.values():
-            for name in chain.names[1:]:
+            for name in chain.names:
                 self.chain_of_type[name] = chain
         self.cells: list[Cell] = []
         self.by_address: dict[str, Cell] = {}
@@ -299,7 +423,9 @@ class Topology:
             tid = chain.tid(pspec.cell_type)
             if chain.level[tid] < chain.node_level:
                 raise ConfigurationError(f"physical cell {pspec.address!r} is below the node level")
-            chain.roots.append(self._build(pspec, chain, tid, None))
+            root = self._build(pspec, chain, tid, None)
+            chain.roots.append(root)
+            chain.line_roots.setdefault(root.tid, []).append(root)
 
     # --- construction ---------------------------------------------------------
 
@@ -411,6 +537,7 @@ class Topology:
         d = 1 if flag else -1
         tid = cell.tid
         cell.chain.free_count[tid] += d
+        cell.line_free[tid] += d
         for c in cell.up:
             c.free_below[tid] += d
         if cell.parent is not None:

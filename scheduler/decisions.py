@@ -11,10 +11,11 @@ class PodPlacement:
 
     ``cell_chain`` is the addresses from the top-level physical cell down to the smallest
     cell holding all the pod's devices (the node or a cell inside it). ``vc_cell`` is the
-    address of the physical cell bound to the VC's virtual cell that holds the pod, and
-    ``lent_by`` the VC whose quota that cell counts against when it is borrowed; both are
-    ``None`` for opportunistic pods. Persist all of it: :meth:`Engine.restore` rebuilds the
-    exact bindings from it.
+    address of the physical cell bound to the VC's virtual cell that holds the pod,
+    ``vc_entry`` the quota entry it counts against (``A100-NODE``, or ``A100-RACK3.A100-NODE``
+    for an entry naming its chain), and ``lent_by`` the VC whose quota that cell counts
+    against when it is borrowed; all are ``None`` for opportunistic pods. Persist all of
+    it: :meth:`Engine.restore` rebuilds the exact bindings from it.
     """
 
     task_role: str
@@ -24,6 +25,7 @@ class PodPlacement:
     cell_chain: tuple[str, ...]
     vc_cell: str | None = None
     lent_by: str | None = None
+    vc_entry: str | None = None
 
 
 @dataclass(frozen=True)
@@ -83,10 +85,12 @@ class CycleResult:
 
 @dataclass(frozen=True)
 class CellTypeStatus:
-    """A VC's cells of one type. ``used`` and ``lent`` count its own virtual cells bound
-    to physical cells (by its jobs, by borrowers); ``bad`` counts unused guaranteed cells
-    that healthy cells cannot back right now; ``free = guaranteed - used - lent - bad``;
-    ``borrowed`` counts other VCs' cells its jobs use."""
+    """A VC's cells of one type (of one chain, when its quota entry names one: ``chain``
+    is then the chain's top-level cell type). ``used`` and ``lent`` count its own virtual
+    cells bound to physical cells (by its jobs, by borrowers); ``bad`` counts unused
+    guaranteed cells that healthy free cells cannot back right now, the VC taken on its
+    own; ``free = guaranteed - used - lent - bad``; ``borrowed`` counts other VCs' cells
+    its jobs use."""
 
     cell_type: str
     level: int
@@ -96,6 +100,7 @@ class CellTypeStatus:
     bad: int
     borrowed: int
     lent: int
+    chain: str | None = None
 
 
 @dataclass(frozen=True)

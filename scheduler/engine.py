@@ -90,6 +90,8 @@ class Engine:
             self.topology = Topology(cluster)
             self.vcs: dict[str, VcState] = resolve_quotas(self.topology, vcs)
         check_safety(self.topology, self.vcs)
+        # What the configuration holds that the engine ignores (unused cell types).
+        self.warnings: tuple[str, ...] = tuple(self.topology.warnings)
         self.ledger = Ledger(self.topology, self.vcs)
         self.placer = Placer(self.topology, self.ledger)
         self.starvation_threshold = starvation_threshold
@@ -391,7 +393,7 @@ class Engine:
             # Even with every preemptible job gone the VC could not hold the gang.
             if need > room:
                 return None
-            pool_usable = pool_usable or any(vc.unbound(sku, tid) > 0 for tid in vc.quota_types(sku))
+            pool_usable = pool_usable or vc.has_unbound(sku)
         cohort = [n for n in self.requests.cohort_of(vc) if n != vc.name] if lenders is None else []
         ordered = candidates(self.ledger, vc.name, cohort, gang.priority, set(skus), pool_usable, now)
         if lenders is not None:
@@ -439,7 +441,9 @@ class Engine:
         sku = chain.sku.name
         idle = 0
         for lender in lenders:
-            room = sum(lender.unbound(sku, tid) * chain.leaves[tid] for tid in lender.quota_types(sku))
+            room = sum(
+                lender.unbound(sku, tid, line) * chain.leaves[tid] for tid, line in lender.quota_entries(sku)
+            )
             if lender.spec.lending_limit is not None:
                 room = min(room, max(0, lender.spec.lending_limit - lender.total_lent()))
             idle += room
@@ -620,7 +624,7 @@ class Engine:
             for node in (cell.node,) if cell.node is not None else cell.nodes:
                 if node.healthy:
                     best = max(best, cell.idle if cell.node is not None else node.free)
-        if any(vc.unbound(chain.sku.name, tid) > 0 for tid in vc.quota_types(chain.sku.name)):
+        if vc.has_unbound(chain.sku.name):
             best = max(best, self.placer.largest_free_cell_block(chain))
         return best
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .cells import Binding, Cell, Node, Topology
+from .cells import ANY_LINE, Binding, Cell, Node, Topology
 from .decisions import Allocation, PodPlacement
-from .quota import VcState
+from .quota import VcState, entry_name
 
 
 @dataclass
@@ -49,6 +49,7 @@ class RunningJob:
                     cell_chain=topology.chain_addresses(topology.smallest_cell_holding(pod.node, pod.devices)),
                     vc_cell=None if b is None else b.cell.address,
                     lent_by=b.owner if b is not None and b.borrowed else None,
+                    vc_entry=None if b is None or b.pinned else entry_name(b.cell.chain, b.cell.tid, b.line),
                 )
             )
         return Allocation(
@@ -92,8 +93,8 @@ class Ledger:
 
     # --- bindings -------------------------------------------------------------
 
-    def new_binding(self, cell: Cell, owner: str, user: str) -> Binding:
-        binding = Binding(cell, owner, user)
+    def new_binding(self, cell: Cell, owner: str, user: str, line: int = ANY_LINE) -> Binding:
+        binding = Binding(cell, owner, user, line=line)
         self.topology.bind(cell, binding)
         self._attach(binding, 1)
         self.undo.append(lambda: self._attach(binding, -1))
@@ -110,9 +111,14 @@ class Ledger:
         sku = cell.chain.sku.name
         owner = self.vcs[binding.owner]
         user = self.vcs[binding.user]
-        key = (sku, cell.tid)
+        key = (sku, cell.tid, binding.line)
         owner.bound[key] = owner.bound.get(key, 0) + sign
-        cell.chain.demand[cell.tid] -= sign
+        chain = cell.chain
+        if binding.line == ANY_LINE:
+            chain.demand[cell.tid] -= sign
+        else:
+            chain.line_demand[binding.line][cell.tid] -= sign
+            chain.bound_demand -= sign
         by_cell = user.bindings.setdefault(sku, {})
         if sign > 0:
             by_cell[cell.id] = binding

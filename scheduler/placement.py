@@ -3,7 +3,9 @@
 A guaranteed pod runs inside one of its VC's virtual cells: first in a cell already
 bound to the VC, else in a newly bound one (buddy allocation: a free cell of the
 smallest quota cell type that fits, else a split of the smallest free ancestor), never
-breaking the safety invariant. An opportunistic pod runs on idle devices anywhere
+breaking the safety invariant. A gang's pods of one SKU stay inside one chain (the
+top-level cells of one type): the first pod picks it, and if the rest do not fit there
+every other chain is tried in turn. An opportunistic pod runs on idle devices anywhere
 outside pinned cells. Pods are placed largest first; later pods prefer the nodes the
 gang already uses, then nodes with the lowest common ancestor, then the tightest fit
 (partly used nodes first, so whole nodes stay whole). Inside a node the devices come
@@ -15,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from .cells import OPP_IDLE_POOL, OPP_WITH_OPP, Binding, Cell, Chain, Node, Topology
+from .cells import ANY_LINE, OPP_IDLE_POOL, OPP_WITH_OPP, Binding, Cell, Chain, Node, Topology
 from .ledger import Ledger, RunningJob, RunningPod
 from .quota import VcState
 
@@ -101,7 +103,7 @@ class Placer:
 
     def _best_in_bindings(
         self, vc: VcState, chain: Chain, need: PodNeed, want: int, room: int, gang: list[Node],
-        anchor: Cell | None, blocked: Blocked,
+        anchor: Cell | None, blocked: Blocked, line: int, scope: Cell | None,
     ) -> tuple[Node, Binding] | None:
         k = need.leaf_cells
         if need.pinned_cell is not None:
@@ -115,11 +117,11 @@ class Placer:
             if b.pinned and need.pinned_cell is None:
                 continue
             cell = b.cell
-            nodes = (cell.node,) if cell.level <= node_level else cell.nodes
-            if cell.idle < k:
+            if cell.idle < k or (line != ANY_LINE and cell.line != line and need.pinned_cell is None):
                 continue
+            nodes = (cell.node,) if cell.level <= node_level else cell.nodes
             for node in nodes:
-                if not node.healthy:
+                if not node.healthy or (scope is not None and scope not in node.cell.up):
                     continue
                 free = _unblocked_idle(node, cell if cell.level <= node_level else node.cell, blocked)
                 if free < k:
@@ -138,15 +140,19 @@ class Placer:
                     best, best_key = (node, b), key
         return best
 
-    def _usable(self, cell: Cell, k: int, blocked: Blocked) -> bool:
+    def _usable(self, cell: Cell, k: int, blocked: Blocked, scope: Cell | None = None) -> bool:
         if cell.idle < k:
             return False
         if cell.node is not None:
             return not blocked or _unblocked_idle(cell.node, cell, blocked) >= k
-        return any(n.healthy and _unblocked_idle(n, n.cell, blocked) >= k for n in cell.nodes)
+        return any(
+            n.healthy and _unblocked_idle(n, n.cell, blocked) >= k and (scope is None or scope in n.cell.up)
+            for n in cell.nodes
+        )
 
     def _search_free(
-        self, chain: Chain, tid: int, k: int, anchor: Cell | None, blocked: Blocked, clean: bool, room: int
+        self, chain: Chain, tid: int, k: int, anchor: Cell | None, blocked: Blocked, clean: bool, room: int,
+        roots: list[Cell],
     ) -> Cell | None:
         floor = max(k, chain.leaves[tid]) if clean else k
 
@@ -167,13 +173,13 @@ class Placer:
             return None
 
         previous = None
-        if anchor is not None:
+        if anchor is not None and anchor.up[-1] in roots:
             for a in anchor.up:
                 found = dfs(a, previous)
                 if found is not None:
                     return found
                 previous = a
-        for root in chain.roots:
+        for root in roots:
             if previous is not None and root is previous:
                 continue
             found = dfs(root, None)
@@ -190,106 +196,189 @@ class Placer:
         return cell
 
     def find_free_cell(
-        self, chain: Chain, tid: int, k: int, anchor: Cell | None, blocked: Blocked, room: int = 0
+        self, chain: Chain, tid: int, k: int, anchor: Cell | None, blocked: Blocked, room: int = 0,
+        line: int = ANY_LINE, scope: Cell | None = None,
     ) -> Cell | None:
         """A free cell of type ``tid`` with ``k`` usable devices on one node, or one carved
         out of the smallest free ancestor; cells without any running pod first. With
         ``room`` (the first pod of a multi-pod gang), first only inside a region with
-        that many idle leaves, so the rest of the gang can follow close by."""
+        that many idle leaves, so the rest of the gang can follow close by. ``line``
+        keeps to one chain, ``scope`` to the nodes inside one cell."""
+        if scope is not None:
+            return self._free_cell_in_scope(chain, tid, k, blocked, scope)
+        if line == ANY_LINE:
+            roots, free_count = chain.roots, chain.free_count
+        else:
+            roots, free_count = chain.line_roots.get(line, []), chain.line_free.get(line) or chain.free_count
         for region_room in (room, 0) if room else (0,):
             for clean in (True, False):
                 for m in [tid] + chain.ancestors[tid]:
-                    if chain.free_count[m] == 0:
+                    if free_count[m] == 0:
                         continue
-                    found = self._search_free(chain, m, k, anchor, blocked, clean, region_room)
+                    found = self._search_free(chain, m, k, anchor, blocked, clean, region_room, roots)
                     if found is not None:
                         return self._descend(found, tid, k, blocked) if m != tid else found
         return None
 
+    def _free_cell_in_scope(self, chain: Chain, tid: int, k: int, blocked: Blocked, scope: Cell) -> Cell | None:
+        """A cell of type ``tid`` that is free (or inside a free cell) and holds or lies
+        inside ``scope``, with ``k`` usable devices on a node of the scope."""
+        if chain.level[tid] >= scope.level:
+            cell = next((a for a in scope.up if a.tid == tid), None)
+            if cell is None or cell.has_pinned or not any(a.free for a in cell.up):
+                return None
+            return cell if self._usable(cell, k, blocked, scope) else None
+        if any(a.free for a in scope.up):
+            return self._descend(scope, tid, k, blocked) if self._usable(scope, k, blocked) else None
+        for clean in (True, False):
+            for m in [tid] + chain.ancestors[tid]:
+                if chain.level[m] > scope.level or scope.free_below[m] == 0:
+                    continue
+                found = self._search_free(chain, m, k, None, blocked, clean, 0, [scope])
+                if found is not None:
+                    return self._descend(found, tid, k, blocked) if m != tid else found
+        return None
+
     def _bind_new(
         self, vc: VcState, chain: Chain, k: int, anchor: Cell | None, lenders: list[VcState] | None,
-        blocked: Blocked, room: int,
+        blocked: Blocked, room: int, line: int, scope: Cell | None,
     ) -> Binding | None:
         """Bind a new virtual cell of ``vc`` (or, with ``lenders``, of a lender) for ``k``
-        devices, keeping the safety invariant."""
+        devices, in ``line`` if the gang already has one, keeping the safety invariant."""
         sku = chain.sku.name
-        options: list[tuple[int, int, int, str, VcState]] = []  # size, type, -unbound, owner name, owner
-        if lenders is None:
-            for tid in vc.quota_types(sku):
-                if chain.leaves[tid] >= k and vc.unbound(sku, tid) > 0:
-                    options.append((chain.leaves[tid], tid, 0, vc.name, vc))
-        else:
-            limit = vc.spec.borrowing_limit
-            for lender in lenders:
-                for tid in lender.quota_types(sku):
-                    size = chain.leaves[tid]
-                    if size < k or lender.unbound(sku, tid) <= 0:
-                        continue
+        options: list[tuple[int, int, bool, int, int, str, VcState]] = []  # size, type, any line, line, -unbound, owner
+        owners = [vc] if lenders is None else lenders
+        limit = vc.spec.borrowing_limit
+        for owner in owners:
+            for tid, entry_line in owner.quota_entries(sku):
+                size = chain.leaves[tid]
+                if size < k or owner.unbound(sku, tid, entry_line) <= 0:
+                    continue
+                if line != ANY_LINE and entry_line not in (ANY_LINE, line):
+                    continue
+                if lenders is not None:
                     if limit is not None and vc.total_borrowed() + size > limit:
                         continue
-                    lend = lender.spec.lending_limit
-                    if lend is not None and lender.total_lent() + size > lend:
+                    lend = owner.spec.lending_limit
+                    if lend is not None and owner.total_lent() + size > lend:
                         continue
-                    options.append((size, tid, -lender.unbound(sku, tid), lender.name, lender))
-        options.sort(key=lambda o: o[:4])
-        tried: set[int] = set()
-        for _, tid, _, _, owner in options:
-            # Any owner of the same cell type needs the same kind of free cell and leaves
-            # the same free counts behind, so one attempt per type decides for all.
-            if tid in tried:
+                unbound = 0 if lenders is None else -owner.unbound(sku, tid, entry_line)
+                options.append((size, tid, entry_line == ANY_LINE, entry_line, unbound, owner.name, owner))
+        options.sort(key=lambda o: o[:6])
+        tried: set[tuple[int, int]] = set()
+        for _, tid, _, entry_line, _, _, owner in options:
+            # Any owner of the same entry needs the same kind of free cell and leaves the
+            # same free counts behind, so one attempt per entry decides for all.
+            if (tid, entry_line) in tried:
                 continue
-            tried.add(tid)
-            cell = self.find_free_cell(chain, tid, k, anchor, blocked, room)
+            tried.add((tid, entry_line))
+            search_line = entry_line if entry_line != ANY_LINE else line
+            cell = self.find_free_cell(chain, tid, k, anchor, blocked, room, search_line, scope)
             if cell is None:
                 continue
-            mark = self.topology.mark()
-            binding = self.ledger.new_binding(cell, owner.name, vc.name)
-            if chain.is_safe():
+            binding = self._bind_if_safe(chain, cell, owner, vc, entry_line)
+            if binding is not None:
                 return binding
-            self.topology.rollback(mark)
+            if search_line == ANY_LINE and scope is None and chain.bound_demand:
+                # That chain's free cells are kept for entries naming it: try the others.
+                tried_line = cell.line
+                for other in chain.lines():
+                    if other == tried_line:
+                        continue
+                    cell = self.find_free_cell(chain, tid, k, anchor, blocked, room, other, None)
+                    binding = None if cell is None else self._bind_if_safe(chain, cell, owner, vc, entry_line)
+                    if binding is not None:
+                        return binding
+        return None
+
+    def _bind_if_safe(self, chain: Chain, cell: Cell, owner: VcState, vc: VcState, line: int) -> Binding | None:
+        mark = self.topology.mark()
+        binding = self.ledger.new_binding(cell, owner.name, vc.name, line)
+        if chain.is_safe():
+            return binding
+        self.topology.rollback(mark)
         return None
 
     def place_guaranteed(
         self, job: RunningJob, vc: VcState, needs: list[PodNeed], lenders: list[VcState] | None,
-        blocked: Blocked,
+        blocked: Blocked, scope: Cell | None = None,
     ) -> Shortage | None:
-        """Place every pod or return the shortage (the caller rolls back on failure)."""
+        """Place every pod or return the shortage (the caller rolls back on failure).
+        ``scope``: only on nodes inside that cell (a preemption trial)."""
         for sku, pods in _by_chain(needs):
             chain = self.topology.chains[sku]
-            gang: list[Node] = []
-            anchor: Cell | None = None
-            remaining = sum(p.leaf_cells for p in pods)
-            multi = len(pods) > 1
-            for need in pods:
-                k = need.leaf_cells
-                want = remaining if not gang and remaining <= chain.node_size else k
-                room = remaining if multi and not gang else 0
-                spot = self._best_in_bindings(vc, chain, need, want, room, gang, anchor, blocked)
-                if spot is None and need.pinned_cell is None:
-                    binding = self._bind_new(vc, chain, k, anchor, None, blocked, room)
-                    if binding is None and lenders:
-                        binding = self._bind_new(vc, chain, k, anchor, lenders, blocked, room)
-                    if binding is not None:
-                        spot = self._best_in_bindings_of(binding, chain, k, gang, anchor, blocked)
-                if spot is None:
-                    return Shortage(sku, k, need.pinned_cell)
-                node, binding = spot
-                devices = self.pick_devices(node, binding.cell, k, blocked)
-                self.ledger.add_pod(job, RunningPod(need.task_role, need.index, node, devices, binding))
-                if node not in gang:
-                    gang.append(node)
-                if anchor is None:
-                    anchor = node.cell
-                remaining -= k
+
+            def place(line: int) -> tuple[Shortage | None, int]:
+                return self._place_guaranteed_group(job, vc, chain, pods, lenders, blocked, line, scope)
+
+            shortage = self._in_one_line(chain, pods, scope, place)
+            if shortage is not None:
+                return shortage
         return None
 
+    def _in_one_line(self, chain: Chain, pods: list[PodNeed], scope: Cell | None, place) -> Shortage | None:
+        """Place a gang's pods of one SKU inside one line: wherever the first pod goes,
+        then, if the rest did not fit there, in each other line that has room."""
+        first_line = ANY_LINE if scope is None else scope.line
+        mark = self.topology.mark()
+        shortage, used_line = place(first_line)
+        if shortage is None or used_line == ANY_LINE or scope is not None or len(chain.line_roots) < 2:
+            # Placed, or not even the first pod found room anywhere.
+            return shortage
+        self.topology.rollback(mark)
+        total = sum(p.leaf_cells for p in pods)
+        for line in chain.lines():
+            if line == used_line or sum(root.idle for root in chain.line_roots[line]) < total:
+                continue
+            if place(line)[0] is None:
+                return None
+            self.topology.rollback(mark)
+        return shortage
+
+    def _place_guaranteed_group(
+        self, job: RunningJob, vc: VcState, chain: Chain, pods: list[PodNeed], lenders: list[VcState] | None,
+        blocked: Blocked, line: int, scope: Cell | None,
+    ) -> tuple[Shortage | None, int]:
+        gang: list[Node] = []
+        anchor: Cell | None = None
+        remaining = sum(p.leaf_cells for p in pods)
+        multi = len(pods) > 1
+        for need in pods:
+            k = need.leaf_cells
+            want = remaining if not gang and remaining <= chain.node_size else k
+            room = remaining if multi and not gang and scope is None else 0
+            spot = self._best_in_bindings(vc, chain, need, want, room, gang, anchor, blocked, line, scope)
+            if spot is None and need.pinned_cell is None:
+                binding = self._bind_new(vc, chain, k, anchor, None, blocked, room, line, scope)
+                if binding is None and lenders:
+                    binding = self._bind_new(vc, chain, k, anchor, lenders, blocked, room, line, scope)
+                if binding is not None:
+                    spot = self._best_in_bindings_of(binding, chain, k, gang, anchor, blocked, scope)
+            if spot is None:
+                return Shortage(chain.sku.name, k, need.pinned_cell), line
+            node, binding = spot
+            devices = self.pick_devices(node, binding.cell, k, blocked)
+            self.ledger.add_pod(job, RunningPod(need.task_role, need.index, node, devices, binding))
+            if node not in gang:
+                gang.append(node)
+            if anchor is None:
+                anchor = node.cell
+                if need.pinned_cell is None:
+                    line = node.cell.line
+            remaining -= k
+        return None, line
+
     def _best_in_bindings_of(
-        self, binding: Binding, chain: Chain, k: int, gang: list[Node], anchor: Cell | None, blocked: Blocked
+        self, binding: Binding, chain: Chain, k: int, gang: list[Node], anchor: Cell | None, blocked: Blocked,
+        scope: Cell | None,
     ) -> tuple[Node, Binding] | None:
         cell = binding.cell
         if cell.level <= chain.node_level:
             return cell.node, binding
-        fitting = [n for n in cell.nodes if n.healthy and _unblocked_idle(n, n.cell, blocked) >= k]
+        fitting = [
+            n for n in cell.nodes
+            if n.healthy and _unblocked_idle(n, n.cell, blocked) >= k and (scope is None or scope in n.cell.up)
+        ]
         if not fitting:
             return None
         node = min(fitting, key=lambda n: (n not in gang, _lca_level(anchor, n), n.free - k, n.index))
@@ -300,18 +389,31 @@ class Placer:
     def place_opportunistic(self, job: RunningJob, needs: list[PodNeed], blocked: Blocked) -> Shortage | None:
         for sku, pods in _by_chain(needs):
             chain = self.topology.chains[sku]
-            gang: list[Node] = []
-            for need in pods:
-                node = self._opportunistic_node(chain, need.leaf_cells, gang, blocked)
-                if node is None:
-                    return Shortage(sku, need.leaf_cells)
-                devices = self.pick_devices(node, node.cell, need.leaf_cells, blocked)
-                self.ledger.add_pod(job, RunningPod(need.task_role, need.index, node, devices, None))
-                if node not in gang:
-                    gang.append(node)
+
+            def place(line: int) -> tuple[Shortage | None, int]:
+                return self._place_opportunistic_group(job, chain, pods, blocked, line)
+
+            shortage = self._in_one_line(chain, pods, None, place)
+            if shortage is not None:
+                return shortage
         return None
 
-    def _opportunistic_node(self, chain: Chain, k: int, gang: list[Node], blocked: Blocked) -> Node | None:
+    def _place_opportunistic_group(
+        self, job: RunningJob, chain: Chain, pods: list[PodNeed], blocked: Blocked, line: int
+    ) -> tuple[Shortage | None, int]:
+        gang: list[Node] = []
+        for need in pods:
+            node = self._opportunistic_node(chain, need.leaf_cells, gang, blocked, line)
+            if node is None:
+                return Shortage(chain.sku.name, need.leaf_cells), line
+            devices = self.pick_devices(node, node.cell, need.leaf_cells, blocked)
+            self.ledger.add_pod(job, RunningPod(need.task_role, need.index, node, devices, None))
+            if node not in gang:
+                gang.append(node)
+            line = node.cell.line
+        return None, line
+
+    def _opportunistic_node(self, chain: Chain, k: int, gang: list[Node], blocked: Blocked, line: int) -> Node | None:
         fits = [n for n in gang if n.healthy and _unblocked_idle(n, n.cell, blocked) >= k]
         if fits:
             return min(fits, key=lambda n: (n.free, n.index))
@@ -320,12 +422,19 @@ class Placer:
                 bucket = by_free[free]
                 if not bucket:
                     continue
-                if not blocked:
+                if not blocked and line == ANY_LINE:
                     return chain.nodes[min(bucket)]
-                for index in sorted(bucket):
-                    node = chain.nodes[index]
-                    if _unblocked_idle(node, node.cell, blocked) >= k:
-                        return node
+                nodes = chain.nodes
+                index = min(
+                    (
+                        i for i in bucket
+                        if (line == ANY_LINE or nodes[i].cell.line == line)
+                        and _unblocked_idle(nodes[i], nodes[i].cell, blocked) >= k
+                    ),
+                    default=None,
+                )
+                if index is not None:
+                    return nodes[index]
         return None
 
     @staticmethod

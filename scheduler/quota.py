@@ -5,18 +5,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Sequence
 
-from .cells import Binding, Chain, Topology, collector_paused
+from .cells import ANY_LINE, Binding, Chain, Topology, collector_paused
 from .errors import ConfigurationError
 from .spec import ClusterSpec, VirtualClusterSpec
 
 
+QuotaKey = tuple[str, int, int]  # (sku, cell type id, line: the chain's top-level type id or ANY_LINE)
+
+
 @dataclass
 class VcState:
-    """A VC's quota per (chain, level) and what it currently binds, borrows and lends."""
+    """A VC's quota per (SKU, cell type, chain) and what it currently binds, borrows and lends."""
 
     spec: VirtualClusterSpec
-    quota: dict[tuple[str, int], int]  # (sku, cell type id) -> guaranteed cells
-    bound: dict[tuple[str, int], int] = field(default_factory=dict)  # own quota in use (incl. lent)
+    quota: dict[QuotaKey, int]  # -> guaranteed cells
+    bound: dict[QuotaKey, int] = field(default_factory=dict)  # own quota in use (incl. lent)
     bindings: dict[str, dict[int, Binding]] = field(default_factory=dict)  # sku -> cell id -> binding used by this VC
     pinned: dict[str, Binding] = field(default_factory=dict)
     used_leaves: dict[str, int] = field(default_factory=dict)  # guaranteed leaves in use, by sku
@@ -36,11 +39,17 @@ class VcState:
     def skus(self) -> list[str]:
         return self.sku_names
 
-    def quota_types(self, sku: str) -> list[int]:
-        return sorted(tid for (s, tid) in self.quota if s == sku)
+    def quota_entries(self, sku: str) -> list[tuple[int, int]]:
+        """(cell type id, line) of each quota entry of the SKU; entries naming a chain
+        come before the one naming none, as their cells are the scarcer."""
+        return sorted(((tid, line) for (s, tid, line) in self.quota if s == sku), key=lambda e: (e[0], e[1] == ANY_LINE, e[1]))
 
-    def unbound(self, sku: str, tid: int) -> int:
-        return self.quota.get((sku, tid), 0) - self.bound.get((sku, tid), 0)
+    def unbound(self, sku: str, tid: int, line: int) -> int:
+        key = (sku, tid, line)
+        return self.quota.get(key, 0) - self.bound.get(key, 0)
+
+    def has_unbound(self, sku: str) -> bool:
+        return any(self.unbound(sku, tid, line) > 0 for tid, line in self.quota_entries(sku))
 
     def quota_leaves(self, chain: Chain) -> int:
         return self.leaves_by_sku.get(chain.sku.name, 0)
@@ -74,15 +83,13 @@ def resolve_quotas(topology: Topology, vcs: Sequence[VirtualClusterSpec]) -> dic
         ):
             if value is not None and value < 0:
                 raise ConfigurationError(f"VC {vc.name!r} has a negative {what}: {value}")
-        quota: dict[tuple[str, int], int] = {}
-        for cell_type, count in vc.cells:
-            chain = topology.chain_of_type.get(cell_type)
-            if chain is None:
-                raise ConfigurationError(f"VC {vc.name!r} names unknown cell type {cell_type!r}", cell_type=cell_type)
+        quota: dict[QuotaKey, int] = {}
+        for entry, count in vc.cells:
+            chain, tid, line = quota_entry(topology, vc.name, entry)
             if count < 0:
-                raise ConfigurationError(f"VC {vc.name!r} has a negative count of {cell_type}", cell_type=cell_type)
+                raise ConfigurationError(f"VC {vc.name!r} has a negative count of {entry}", cell_type=entry)
             if count:
-                key = (chain.sku.name, chain.tid(cell_type))
+                key = (chain.sku.name, tid, line)
                 quota[key] = quota.get(key, 0) + count
         for pinned_id in vc.pinned_cells:
             if pinned_id not in topology.pinned:
@@ -98,45 +105,102 @@ def resolve_quotas(topology: Topology, vcs: Sequence[VirtualClusterSpec]) -> dic
         cell = topology.pinned[pinned_id]
         states[owner].pinned[pinned_id] = cell.binding
     for state in states.values():
-        for (sku, tid), count in state.quota.items():
+        for (sku, tid, line), count in state.quota.items():
             chain = topology.chains[sku]
-            chain.demand[tid] += count
+            if line == ANY_LINE:
+                chain.demand[tid] += count
+            else:
+                chain.line_demand.setdefault(line, [0] * len(chain.names))[tid] += count
+                chain.bound_demand += count
             state.leaves_by_sku[sku] = state.leaves_by_sku.get(sku, 0) + count * chain.leaves[tid]
             state.largest_by_sku[sku] = max(state.largest_by_sku.get(sku, 0), chain.leaves[tid])
         pinned_skus = {b.cell.chain.sku.name for b in state.pinned.values()}
-        state.sku_names = sorted({sku for sku, _ in state.quota} | pinned_skus)
+        state.sku_names = sorted({key[0] for key in state.quota} | pinned_skus)
     return states
+
+
+def entry_name(chain: Chain, tid: int, line: int) -> str:
+    """A quota entry as a VC spells it: ``TYPE`` or ``CHAIN.TYPE``."""
+    return chain.names[tid] if line == ANY_LINE else f"{chain.names[line]}.{chain.names[tid]}"
+
+
+def quota_entry(topology: Topology, vc: str, entry: str) -> tuple[Chain, int, int]:
+    """Resolve a VC's quota entry: a cell type (``A100-NODE``, a leaf ``A100`` too), or
+    a cell type in one chain, named by the chain's top-level type as HiveD does
+    (``A100-RACK3.A100-NODE``). Returns (chain, cell type id, line)."""
+    line_name, _, cell_type = entry.rpartition(".")
+    chain = topology.chain_of_type.get(cell_type)
+    if chain is None and line_name and entry in topology.chain_of_type:
+        # A cell type whose name holds a dot, naming no chain.
+        line_name, cell_type = "", entry
+        chain = topology.chain_of_type[entry]
+    if chain is None:
+        unused = f" ({'; '.join(topology.warnings)})" if topology.warnings else ""
+        raise ConfigurationError(f"VC {vc!r} names unknown cell type {cell_type!r}{unused}", cell_type=cell_type)
+    tid = chain.tid(cell_type)
+    if not line_name:
+        return chain, tid, ANY_LINE
+    lines = {chain.names[t]: t for t in chain.line_roots}
+    if line_name not in lines:
+        known = ", ".join(sorted(lines)) or "none"
+        raise ConfigurationError(
+            f"VC {vc!r} names chain {line_name!r}, which is not a top-level cell type of SKU {chain.sku.name} "
+            f"(its chains: {known})",
+            cell_type=entry,
+            chain=chain.sku.name,
+        )
+    line = lines[line_name]
+    if not chain.in_line(tid, line):
+        raise ConfigurationError(
+            f"VC {vc!r} names {entry!r}, but chain {line_name!r} has no {cell_type} cells "
+            f"(its types: {', '.join(chain.names[t] for t in chain.line_types(line))})",
+            cell_type=entry,
+            chain=chain.sku.name,
+        )
+    return chain, tid, line
 
 
 def check_safety(topology: Topology, states: dict[str, VcState]) -> None:
     """Refuse quotas the free cluster cannot back, naming the chain, level and shortfall."""
     for sku in sorted(topology.chains):
         chain = topology.chains[sku]
-        short = chain.shortfall(chain.free_count)
-        for tid in chain.order:
-            if short[tid] == 0:
-                continue
-            need = chain.demand[tid]
-            cell_type = chain.names[tid]
-            level = chain.level[tid]
-            claimants = sorted(
-                (s for s in states.values() if s.quota.get((sku, tid))),
-                key=lambda s: (-s.quota[(sku, tid)], s.name),
-            )
-            who = f"VC {claimants[0].name!r}" + (" and others need" if len(claimants) > 1 else " needs")
-            raise ConfigurationError(
-                f"{who} {need} cells of {cell_type} (level {level}, chain {sku}) but the cluster "
-                f"can supply {need - short[tid]}: short by {short[tid]}",
-                cell_type=cell_type,
-                level=level,
-                shortfall=short[tid],
-                chain=sku,
-            )
+        for line in sorted(chain.line_demand, key=lambda t: chain.names[t]):
+            demand = chain.line_demand[line]
+            supply = chain.line_free.get(line) or [0] * len(chain.names)
+            short = chain.shortfall(supply, demand)
+            _refuse_short(chain, states, short, demand, line)
+        supply = chain.pool_supply(chain.line_free, chain.line_demand)
+        assert supply is not None  # every line backs its own entries (checked above)
+        _refuse_short(chain, states, chain.shortfall(supply, chain.demand), chain.demand, ANY_LINE)
 
 
-def validate_configuration(cluster: ClusterSpec, vcs: Sequence[VirtualClusterSpec]) -> None:
-    """Raise :class:`ConfigurationError` if the cluster or the VCs are invalid together."""
+def _refuse_short(chain: Chain, states: dict[str, VcState], short: list[int], demand: list[int], line: int) -> None:
+    sku = chain.sku.name
+    for tid in chain.order:
+        if short[tid] == 0:
+            continue
+        need = demand[tid]
+        cell_type = chain.names[tid]
+        level = chain.level[tid]
+        key = (sku, tid, line)
+        claimants = sorted((s for s in states.values() if s.quota.get(key)), key=lambda s: (-s.quota[key], s.name))
+        who = f"VC {claimants[0].name!r}" + (" and others need" if len(claimants) > 1 else " needs")
+        where = f"chain {sku}" if line == ANY_LINE else f"chain {chain.names[line]} of {sku}"
+        raise ConfigurationError(
+            f"{who} {need} cells of {cell_type} (level {level}, {where}) but the cluster "
+            f"can supply {need - short[tid]}: short by {short[tid]}",
+            cell_type=cell_type,
+            level=level,
+            shortfall=short[tid],
+            chain=sku,
+        )
+
+
+def validate_configuration(cluster: ClusterSpec, vcs: Sequence[VirtualClusterSpec]) -> tuple[str, ...]:
+    """Raise :class:`ConfigurationError` if the cluster or the VCs are invalid together;
+    return the warnings about what the engine ignores (unused cell types)."""
     with collector_paused():
         topology = Topology(cluster)
         states = resolve_quotas(topology, vcs)
     check_safety(topology, states)
+    return tuple(topology.warnings)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from .cells import Binding, Node, Topology
+from .cells import ANY_LINE, Binding, Cell, Node, Topology
 from .decisions import Allocation, RestoreIssue, RestoreReport
 from .ledger import Ledger, RunningJob, RunningPod
-from .quota import VcState
+from .quota import VcState, entry_name
 
 
 class Restorer:
@@ -96,14 +96,15 @@ class Restorer:
         for pod in alloc.pods:
             node = self.topology.nodes[pod.node]
             devices = tuple(pod.devices)
-            binding = self._binding_for(vc, node, devices, pod.vc_cell, pod.lent_by)
+            binding = self._binding_for(vc, node, devices, pod.vc_cell, pod.lent_by, pod.vc_entry)
             if isinstance(binding, str):
                 return f"pod {pod.task_role}[{pod.index}]: {binding}"
             self.ledger.add_pod(job, RunningPod(pod.task_role, pod.index, node, devices, binding))
         return None
 
     def _binding_for(
-        self, vc: VcState, node: Node, devices: tuple[int, ...], vc_cell: str | None, lent_by: str | None
+        self, vc: VcState, node: Node, devices: tuple[int, ...], vc_cell: str | None, lent_by: str | None,
+        vc_entry: str | None,
     ) -> Binding | str:
         holder = self.topology.smallest_cell_holding(node, devices)
         existing = next((c.binding for c in holder.up if c.binding is not None), None)
@@ -125,10 +126,10 @@ class Restorer:
                 return f"cell {vc_cell!r} does not hold its devices"
             choices = [cell]
         else:
-            choices = [c for c in holder.up if (c.chain.sku.name, c.tid) in owner.quota]
+            choices = list(holder.up)
         sku = node.chain.sku.name
-        for cell in choices:
-            if owner.unbound(sku, cell.tid) <= 0:
+        for cell, line in self._entries(owner, choices, vc_entry):
+            if owner.unbound(sku, cell.tid, line) <= 0:
                 continue
             if owner is not vc:
                 limit, lend = vc.spec.borrowing_limit, owner.spec.lending_limit
@@ -139,8 +140,21 @@ class Restorer:
             if not any(c.free for c in cell.up) or cell.has_pinned:
                 continue
             mark = self.topology.mark()
-            binding = self.ledger.new_binding(cell, owner.name, vc.name)
+            binding = self.ledger.new_binding(cell, owner.name, vc.name, line)
             if cell.chain.is_safe():
                 return binding
             self.topology.rollback(mark)
         return f"VC {owner.name!r} has no unused {sku} cell that holds its devices"
+
+    @staticmethod
+    def _entries(owner: VcState, cells: list[Cell], recorded: str | None) -> list[tuple[Cell, int]]:
+        """(cell, line of the quota entry) to try, in order: the entry the placement
+        recorded, then entries naming the cell's chain, then the entry naming none."""
+        out = []
+        for cell in cells:
+            chain = cell.chain
+            lines = [line for tid, line in owner.quota_entries(chain.sku.name) if tid == cell.tid]
+            lines = [line for line in lines if line in (ANY_LINE, cell.line)]
+            lines.sort(key=lambda line: (entry_name(chain, cell.tid, line) != recorded, line == ANY_LINE))
+            out += [(cell, line) for line in lines]
+        return out

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .cells import Cell, Chain, Topology
+from .cells import ANY_LINE, Cell, Chain, Topology
 from .decisions import CellTypeStatus, DeviceUse, NodeStatus, VcStatus
 from .ledger import Ledger
 from .quota import VcState
@@ -26,13 +26,13 @@ def vc_status(
         state = vcs[vc]
     except KeyError:
         raise ValueError(f"unknown VC {vc!r}") from None
-    counts: dict[tuple[str, int], list[int]] = {}  # key -> [used, borrowed, lent]
+    counts: dict[tuple[str, int, int], list[int]] = {}  # quota key -> [used, borrowed, lent]
     for other in vcs.values():
         for by_cell in other.bindings.values():
             for b in by_cell.values():
                 if b.pinned:
                     continue
-                key = (b.cell.chain.sku.name, b.cell.tid)
+                key = (b.cell.chain.sku.name, b.cell.tid, b.line)
                 if b.owner == vc and b.user == vc:
                     counts.setdefault(key, [0, 0, 0])[0] += 1
                 elif b.user == vc:
@@ -42,26 +42,29 @@ def vc_status(
     chains = topology.chains
     keys = sorted(
         set(state.quota) | set(counts),
-        key=lambda k: (sku_order.index(k[0]), chains[k[0]].level[k[1]], chains[k[0]].names[k[1]]),
+        key=lambda k: (
+            sku_order.index(k[0]), chains[k[0]].level[k[1]], chains[k[0]].names[k[1]],
+            k[2] != ANY_LINE, chains[k[0]].names[k[2]] if k[2] != ANY_LINE else "",
+        ),
     )
-    bad_by_chain = {sku: bad_cells(chain, vcs) for sku, chain in topology.chains.items()}
+    bad = bad_cells(topology, state)
     rows = []
     for key in keys:
-        sku, tid = key
+        sku, tid, line = key
         chain = topology.chains[sku]
         used, borrowed, lent = counts.get(key, [0, 0, 0])
         guaranteed = state.quota.get(key, 0)
-        bad = bad_by_chain[sku].get((vc, tid), 0)
         rows.append(
             CellTypeStatus(
                 cell_type=chain.names[tid],
                 level=chain.level[tid],
                 guaranteed=guaranteed,
                 used=used,
-                free=guaranteed - used - lent - bad,
-                bad=bad,
+                free=guaranteed - used - lent - bad.get(key, 0),
+                bad=bad.get(key, 0),
                 borrowed=borrowed,
                 lent=lent,
+                chain=chain.line_name(line),
             )
         )
     used_leaves = tuple((s, state.used_leaves.get(s, 0)) for s in sku_order if s in state.skus())
@@ -80,14 +83,14 @@ def vc_status(
     )
 
 
-def bad_cells(chain: Chain, vcs: dict[str, VcState]) -> dict[tuple[str, int], int]:
-    """Unbound guaranteed cells healthy free cells cannot back, shared out among the
-    VCs that have them in proportion to their unbound counts (largest remainder)."""
-    supply = [0] * len(chain.names)
+def healthy_free_cells(chain: Chain) -> dict[int, list[int]]:
+    """Per line, the free cells by type that only healthy nodes make up (a free cell
+    with a bad node counts as its healthy parts)."""
+    supply = {line: [0] * len(chain.names) for line in chain.line_roots}
 
     def healthy_parts(cell: Cell) -> None:
         if all(n.healthy for n in cell.nodes) if cell.node is None else cell.node.healthy:
-            supply[cell.tid] += 1
+            supply[cell.line][cell.tid] += 1
         elif cell.level > chain.node_level:
             for child in cell.children:
                 healthy_parts(child)
@@ -101,16 +104,33 @@ def bad_cells(chain: Chain, vcs: dict[str, VcState]) -> dict[tuple[str, int], in
 
     for root in chain.roots:
         walk(root)
-    short = chain.shortfall(supply)
-    out: dict[tuple[str, int], int] = {}
-    sku = chain.sku.name
-    for tid in chain.order:
-        if not short[tid]:
+    return supply
+
+
+def bad_cells(topology: Topology, state: VcState) -> dict[tuple[str, int, int], int]:
+    """The VC's unbound guaranteed cells that healthy free cells cannot back, the VC
+    taken on its own: each VC sees what the healthy cells could give it, not a share of
+    everyone's shortfall. Entries naming a chain look only at that chain's cells."""
+    out: dict[tuple[str, int, int], int] = {}
+    for sku, chain in topology.chains.items():
+        entries = [(tid, line) for tid, line in state.quota_entries(sku) if state.unbound(sku, tid, line) > 0]
+        if not entries:
             continue
-        holders = sorted((s.name, s.unbound(sku, tid)) for s in vcs.values() if s.unbound(sku, tid) > 0)
-        total = sum(n for _, n in holders)
-        shares = [(name, short[tid] * n // total, short[tid] * n % total) for name, n in holders]
-        left = short[tid] - sum(s for _, s, _ in shares)
-        for i, (name, base, _) in enumerate(sorted(shares, key=lambda s: (-s[2], s[0]))):
-            out[(name, tid)] = base + (1 if i < left else 0)
+        supply = healthy_free_cells(chain)
+        pooled = [0] * len(chain.names)
+        bound: dict[int, list[int]] = {}
+        for tid, line in entries:
+            target = pooled if line == ANY_LINE else bound.setdefault(line, [0] * len(chain.names))
+            target[tid] += state.unbound(sku, tid, line)
+        for line in sorted(bound):
+            short = chain.shortfall(supply.get(line) or [0] * len(chain.names), bound[line])
+            for tid, n in enumerate(short):
+                if n:
+                    out[(sku, tid, line)] = n
+                    bound[line][tid] -= n
+        left = chain.pool_supply(supply, bound)
+        assert left is not None  # the lines' demands were cut to what they can back
+        for tid, n in enumerate(chain.shortfall(left, pooled)):
+            if n:
+                out[(sku, tid, ANY_LINE)] = n
     return out

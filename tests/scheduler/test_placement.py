@@ -183,10 +183,10 @@ def test_racks_of_different_sizes_share_a_chain():
 def test_cell_type_graph_errors_are_refused():
     bad_types = A100_TYPES + (CellTypeSpec("A100-PAIR", "A100", 2),)  # a second line below the node
     with pytest.raises(ConfigurationError, match="'A100-PAIR' of chain A100 is neither above nor inside"):
-        Engine(ClusterSpec((A100,), bad_types, (rack("r1", "n1", "n2"),)), [])
+        Engine(ClusterSpec((A100,), bad_types, (PhysicalCellSpec("A100-PAIR", "p1"), rack("r1", "n1", "n2"))), [])
     two_nodes = A100_TYPES + (CellTypeSpec("A100-BIG", "A100-NODE", 2, is_node=True),)
-    with pytest.raises(ConfigurationError, match="exactly one node-level cell type, found 2"):
-        Engine(ClusterSpec((A100,), two_nodes, (rack("r1", "n1", "n2"),)), [])
+    with pytest.raises(ConfigurationError, match="exactly one node-level cell type, its cells use 2"):
+        Engine(ClusterSpec((A100,), two_nodes, (PhysicalCellSpec("A100-BIG", "b1"), rack("r1", "n1", "n2"))), [])
     with pytest.raises(ConfigurationError, match="needs 2 children, has 1"):
         Engine(a100_cluster(rack("r1", "n1")), [])
     with pytest.raises(ConfigurationError, match="node 'n1' is defined twice|address 'n1' is used twice"):

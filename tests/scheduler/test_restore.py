@@ -59,7 +59,7 @@ def test_restore_after_quota_cut_demotes_what_no_longer_fits():
     assert allocs["a-test"].opportunistic and not allocs["a-prod"].opportunistic
     # Demoted jobs keep their devices.
     assert allocs["a-test"].pods == tuple(
-        replace(p, vc_cell=None, lent_by=None)
+        replace(p, vc_cell=None, lent_by=None, vc_entry=None)
         for p in next(a for a in engine.allocations() if a.job_id == "a-test").pods
     )
     assert status(fresh, "a") == {"A100-NODE": (1, 1, 0, 0, 0, 0)}
