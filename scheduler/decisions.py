@@ -138,8 +138,11 @@ class RestoreIssue:
 class RestoreReport:
     """``demoted``: guaranteed placements that no longer fit the configuration and now
     run as opportunistic; ``dropped``: placements on nodes or devices that no longer
-    exist (or collide), which the caller must stop."""
+    exist (or collide), which the caller must stop; ``partial``: gangs kept on the nodes
+    that still exist while some of their nodes are gone, whose attempts the caller must
+    end (the engine holds their surviving pods' devices until ``release``)."""
 
     restored: int
     demoted: tuple[RestoreIssue, ...]
     dropped: tuple[RestoreIssue, ...]
+    partial: tuple[RestoreIssue, ...] = ()

@@ -3,6 +3,7 @@ configuration change."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Sequence
 
 from .cells import ANY_LINE, Binding, Cell, Node, Topology
@@ -24,19 +25,29 @@ class Restorer:
         """Replace the running state with persisted placements.
 
         Guaranteed placements rebind their VC's virtual cells exactly as recorded
-        (``PodPlacement.vc_cell``/``lent_by``; without them, the smallest fitting cell of
-        the VC's quota). One that no longer fits the configuration (quota gone, cell taken,
-        safety) runs on as opportunistic and is listed as demoted; one on missing nodes or
-        devices, or colliding with another, is listed as dropped.
+        (``PodPlacement.vc_cell``/``vc_entry``/``lent_by``; without them, the smallest
+        fitting cell of the VC's quota). One that no longer fits the configuration (quota
+        gone, cell taken, safety) runs on as opportunistic and is listed as demoted. A
+        gang with some of its nodes gone (renamed, removed) keeps its pods on the others
+        and is listed as partial: the caller ends the job's attempt, and its pods there
+        hold their devices until then. One with all its nodes gone, on devices that no
+        longer exist, or colliding with another, is listed as dropped.
         """
         for job_id in sorted(self.ledger.jobs):
             self.ledger.remove(self.ledger.jobs[job_id])
         self.topology.commit()
         demoted: list[RestoreIssue] = []
         dropped: list[RestoreIssue] = []
+        partial: list[RestoreIssue] = []
         restored = 0
         order = sorted(allocations, key=lambda a: (a.opportunistic, -a.priority, a.started_at, a.job_id))
         for alloc in order:
+            gone = sorted({p.node for p in alloc.pods if p.node not in self.topology.nodes})
+            if gone and len(gone) < len({p.node for p in alloc.pods}):
+                # Its pods elsewhere may still run: keep their devices until the job ends.
+                alloc = replace(alloc, pods=tuple(p for p in alloc.pods if p.node in self.topology.nodes))
+                nodes = ", ".join(repr(n) for n in gone)
+                partial.append(RestoreIssue(alloc.job_id, f"node{'s' if len(gone) > 1 else ''} {nodes} no longer exist{'' if len(gone) > 1 else 's'}"))
             problem = self._check_persisted(alloc)
             if problem is not None:
                 dropped.append(RestoreIssue(alloc.job_id, problem))
@@ -67,7 +78,11 @@ class Restorer:
             self.ledger.register(job)
             self.topology.commit()
             restored += 1
-        return RestoreReport(restored=restored, demoted=tuple(demoted), dropped=tuple(dropped))
+        kept = {a.job_id for a in order if a.job_id in self.ledger.jobs}
+        return RestoreReport(
+            restored=restored, demoted=tuple(demoted), dropped=tuple(dropped),
+            partial=tuple(i for i in partial if i.job_id in kept),
+        )
 
     def _check_persisted(self, alloc: Allocation) -> str | None:
         if alloc.job_id in self.ledger.jobs:

@@ -100,3 +100,26 @@ def test_building_and_restoring_leave_the_garbage_collector_as_they_found_it():
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_restore_keeps_a_gang_whose_node_vanished_on_the_nodes_that_remain():
+    engine = Engine(a100_cluster(rack("r1", "n1", "n2")), [vc("team", ("A100-NODE", 2))])
+    engine.schedule([gang("pair", "team", (2, 8))], now=0)
+    assert sorted(p.node for p in engine.allocations()[0].pods) == ["n1", "n2"]
+    # n2 renamed n3: the pod on n1 still runs.
+    renamed = a100_cluster(rack("r1", "n1", "n3"))
+    fresh = Engine(renamed, [vc("team", ("A100-NODE", 2))])
+
+    report = fresh.restore(engine.allocations())
+
+    assert (report.restored, report.dropped, report.demoted) == (1, (), ())
+    assert report.partial == (RestoreIssue("pair", "node 'n2' no longer exists"),)
+    [alloc] = fresh.allocations()
+    assert [(p.node, p.devices, p.vc_cell) for p in alloc.pods] == [("n1", tuple(range(8)), "n1")]
+    assert [u.job_id for u in fresh.node_status("n1").used] == ["pair"] * 8
+    assert status(fresh, "team") == {"A100-NODE": (2, 1, 1, 0, 0, 0)}
+    # Its devices stay taken until the job ends.
+    blocked = fresh.schedule([gang("next", "team", (2, 8), at=1)], now=10)
+    assert blocked.placements == ()
+    fresh.release("pair")
+    assert len(fresh.schedule([gang("next", "team", (2, 8), at=1)], now=20).placements) == 1

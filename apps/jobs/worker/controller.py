@@ -198,6 +198,10 @@ class Controller:
         for issue in report.dropped:
             # The placement is on cells that no longer exist: its pods cannot keep running.
             self._end_attempt_of(int(issue.job_id), exitcodes.POD_NODE_LOST, f"placement dropped: {issue.reason}")
+        for issue in report.partial:
+            # Some of the gang's nodes are gone: the attempt ends (and is retried); the engine
+            # keeps the surviving pods' devices until they are deleted.
+            self._end_attempt_of(int(issue.job_id), exitcodes.POD_NODE_LOST, f"part of the placement lost: {issue.reason}")
         self.ports = PortAllocator()
         for ta in TaskAttempt.objects.filter(
             task__job_attempt__job__virtual_cluster__cluster=self.cluster, completed_at__isnull=True
