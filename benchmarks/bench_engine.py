@@ -8,11 +8,13 @@ VCs holding 90 % of the nodes (two cohorts of five may borrow from each other), 
 queue kept at 10,000 gangs of 1, 2, 4, 8, 16, 32 and 64 GPUs in the proportions of the
 Microsoft ITP traces (10 % opportunistic). Cycles run until the cluster is full; then
 one more cycle over the 10,000 waiting gangs measures how cheap it is to say no, and a
-cycle of 200 production gangs measures preemption. The start-up figure builds a fresh engine and restores placements covering 90 % of the
+cycle of 200 production gangs measures preemption (the cycles it takes: plan, stop the
+victims, place once they are gone). The start-up figure builds a fresh engine and restores placements covering 90 % of the
 cluster's GPUs. A second scenario fills a fresh cluster to about 90 % with the same
-gangs and lets production gangs of 4 × 8 GPUs arrive one by one: each preempts, the
-victims' pods are taken as gone at once (``release``), and the benchmark prints how
-many gangs and GPUs each preemption killed and the utilisation at the end. Not a test:
+gangs and lets production gangs arrive one by one (100 sized like the trace, then, on
+another fresh cluster, 20 of 4 × 8 GPUs): each preempts, the victims' pods are taken
+as gone at once (``release``), and the benchmark prints how many gangs and GPUs each
+preemption stopped and the utilisation at the end. Not a test:
 it prints figures.
 
 Times are CPU time of the benchmark process (``time.process_time``), so that other
@@ -52,6 +54,7 @@ QUEUE = 10_000
 PREEMPTORS = 200
 FILL = 0.9  # share of the GPUs the preemption scenario fills before production gangs arrive
 ARRIVALS = 20  # production gangs of 4 × 8 GPUs arriving at the filled cluster
+TRACE_ARRIVALS = 100  # production gangs sized like the trace arriving at the filled cluster
 VCS = 20
 SKUS = (SkuSpec("A100", 1, 12, 110_000), SkuSpec("V100", 1, 6, 60_000))
 SKU_SHARE = {"A100": 0.6, "V100": 0.4}
@@ -146,11 +149,12 @@ def _gpus(alloc) -> int:
     return sum(len(p.devices) for p in alloc.pods)
 
 
-def run_arrivals(nodes: int, seed: int) -> dict:
-    """Fill to about 90 %, then production gangs of 4 × 8 GPUs arrive one at a time.
+def run_arrivals(nodes: int, seed: int, shape: str) -> dict:
+    """Fill a fresh cluster to about 90 %, then production gangs arrive one at a time:
+    ``shape`` "4x8" (4 pods of 8 GPUs) or "trace" (sized like the trace).
 
-    Each arrival gets cycles until it runs (at most ten): the victims a cycle names are
-    released at once, as if their pods were gone by the next cycle."""
+    Each arrival gets cycles until it runs (at most ten): the victims a cycle tells to
+    stop are released at once, as if their pods were gone by the next cycle."""
     rng = random.Random(seed + 1)
     cluster = generate_cluster(nodes, rng)
     engine = Engine(cluster, generate_vcs(nodes))
@@ -168,16 +172,20 @@ def run_arrivals(nodes: int, seed: int) -> dict:
     filled = sum(_gpus(a) for a in engine.allocations()) / gpus
     victims, victim_gpus, preempting, placed, cycles = 0, 0, 0, 0, 0
     decision_time = 0.0
-    for i in range(ARRIVALS):
-        sku = "A100" if rng.random() < SKU_SHARE["A100"] else "V100"
-        gang = GangRequest(
-            job_id=f"prod-{i:03d}", vc=f"vc{rng.randrange(VCS):02d}", user="prod", priority=100,
-            pods=tuple(PodRequest("worker", j, sku, 8) for j in range(4)), submitted_at=now,
-        )
+    arrivals = ARRIVALS if shape == "4x8" else TRACE_ARRIVALS
+    for i in range(arrivals):
+        if shape == "4x8":
+            sku = "A100" if rng.random() < SKU_SHARE["A100"] else "V100"
+            gang = GangRequest(
+                job_id=f"prod-{i:03d}", vc=f"vc{rng.randrange(VCS):02d}", user="prod", priority=100,
+                pods=tuple(PodRequest("worker", j, sku, 8) for j in range(4)), submitted_at=now,
+            )
+        else:
+            gang = dataclasses.replace(source.next(), job_id=f"prod-{i:03d}", priority=100, submitted_at=now)
         killed_here = 0
         for _ in range(10):
             now += 10.0
-            running = {a.job_id: a for a in engine.allocations()}
+            running = {a.job_id: a for a in engine.allocations() if a.state == "running"}
             start = time.process_time()
             result = engine.schedule([gang], now)
             decision_time += time.process_time() - start
@@ -193,8 +201,10 @@ def run_arrivals(nodes: int, seed: int) -> dict:
         if killed_here:
             preempting += 1
             victims += killed_here
-    used = sum(_gpus(a) for a in engine.allocations())
+    used = sum(_gpus(a) for a in engine.allocations() if a.state == "running")
     return {
+        "shape": shape,
+        "arrivals": arrivals,
         "filled": filled,
         "arrivals_placed": placed,
         "preempting": preempting,
@@ -247,12 +257,25 @@ def run_size(nodes: int, seed: int) -> dict:
 
     # Preemption: production gangs arrive at the full cluster and push test and
     # opportunistic jobs out.
-    urgent = [dataclasses.replace(source.next(), priority=100) for _ in range(PREEMPTORS)]
-    start = time.process_time()
-    result = engine.schedule(urgent, now + 20.0)
-    preempt_time = time.process_time() - start
+    # A preemption takes cycles: one plans it, the next tells the victims to stop, and
+    # the gang is placed in the first cycle after they are gone (released here at once).
+    urgent = {g.job_id: g for g in (dataclasses.replace(source.next(), priority=100) for _ in range(PREEMPTORS))}
+    preempt_time, preempt_placed, victims = 0.0, 0, 0
+    for i in range(6):
+        start = time.process_time()
+        result = engine.schedule(list(urgent.values()), now + 20.0 + i)
+        preempt_time += time.process_time() - start
+        preempt_placed += len(result.placements)
+        for done in result.placements + result.rejected:
+            del urgent[done.job_id]
+        for p in result.preemptions:
+            if not p.lazy:
+                victims += 1
+                engine.release(p.job_id)
+        if not urgent or not (result.placements or result.preemptions or result.reservations):
+            break
 
-    allocations = sorted(engine.allocations(), key=lambda a: a.job_id)
+    allocations = sorted((a for a in engine.allocations() if a.state == "running"), key=lambda a: a.job_id)
     subset, covered = [], 0
     for alloc in allocations:
         if covered >= 0.9 * gpus:
@@ -282,13 +305,13 @@ def run_size(nodes: int, seed: int) -> dict:
         "utilisation": used / gpus,
         "no_fit_s": no_fit,
         "preempt_ms": preempt_time / PREEMPTORS * 1000,
-        "preempt_placed": len(result.placements),
-        "victims": len(result.preemptions),
+        "preempt_placed": preempt_placed,
+        "victims": victims,
         "startup_s": startup,
         "restored": report.restored,
         "restored_gpus": covered,
         "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-        **run_arrivals(nodes, seed),
+        "arrivals": [run_arrivals(nodes, seed, shape) for shape in ("trace", "4x8")],
     }
 
 
@@ -322,15 +345,17 @@ def main() -> None:
             flush=True,
         )
     print()
-    print(f"production gangs of 4 × 8 GPUs arriving one by one at a cluster filled to ~{FILL:.0%}:")
+    print(f"production gangs (priority 100) arriving one by one at a fresh cluster filled to ~{FILL:.0%}:")
     for r in rows:
-        print(
-            f"{r['nodes']:>6} nodes: filled {r['filled']:.1%}; {r['arrivals_placed']} of {ARRIVALS} placed, "
-            f"{r['preempting']} by preempting; victims per preemption {r['victims_per_preemption']:.2f} gangs, "
-            f"{r['victim_gpus_per_preemption']:.1f} GPUs; utilisation at the end {r['final_utilisation']:.1%}; "
-            f"{r['arrival_ms']:.1f} ms per cycle",
-            flush=True,
-        )
+        for a in r["arrivals"]:
+            label = "sized like the trace" if a["shape"] == "trace" else "of 4 × 8 GPUs"
+            print(
+                f"{r['nodes']:>6} nodes, {a['arrivals']} {label}: filled {a['filled']:.1%}; {a['arrivals_placed']} placed, "
+                f"{a['preempting']} by preempting; victims per preemption {a['victims_per_preemption']:.2f} gangs, "
+                f"{a['victim_gpus_per_preemption']:.1f} GPUs; utilisation at the end {a['final_utilisation']:.1%}; "
+                f"{a['arrival_ms']:.1f} ms per cycle",
+                flush=True,
+            )
     print(f"load average after: {', '.join(f'{x:.1f}' for x in os.getloadavg())}; "
           f"wall time {time.perf_counter() - wall:.0f} s")
     print()

@@ -8,9 +8,10 @@ persisted placements and the queue, and applies the decisions it returns::
     engine.set_node_health("a100-07", False)         # as nodes change
     engine.check_request(gang)                       # at submission: InvalidRequestError
     result = engine.schedule(waiting_gangs, now)     # every cycle (budgets=: GPU-hour budgets)
-    # delete result.preemptions' killed victims' pods, then create result.placements'
-    # pods, store each Allocation (all of PodPlacement), show result.waiting's reasons
-    engine.release(job_id)                           # when a job ends or is deleted
+    # delete result.preemptions' (non-lazy) victims' pods, create result.placements'
+    # pods, store every allocation (engine.allocations(): running, preempting and
+    # terminating), show result.waiting's reasons
+    engine.release(job_id)   # when a job's pods are gone (ended, deleted, preempted)
 
 ``engine.allocations()`` is exactly what to persist; ``restore`` of it rebuilds the
 same state and so the same later decisions.
@@ -26,6 +27,7 @@ from .decisions import (
     PodPlacement,
     Preemption,
     Rejection,
+    ReservationInfo,
     RestoreIssue,
     RestoreReport,
     VcStatus,
@@ -53,7 +55,8 @@ __all__ = [
     "Allocation", "CellTypeSpec", "CellTypeStatus", "ClusterSpec", "ConfigurationError", "CycleResult",
     "DEFAULT_PRIORITY", "DEFAULT_STARVATION_THRESHOLD", "DeviceUse", "MAX_PRIORITY", "Engine", "GangRequest",
     "GpuHourBudget", "InvalidRequestError", "NodeStatus",
-    "PRIORITY_CLASSES", "PhysicalCellSpec", "PodPlacement", "PodRequest", "Preemption", "Rejection", "RestoreIssue",
+    "PRIORITY_CLASSES", "PhysicalCellSpec", "PodPlacement", "PodRequest", "Preemption", "Rejection",
+    "ReservationInfo", "RestoreIssue",
     "RestoreReport", "SkuSpec", "VcStatus", "VirtualClusterSpec", "WaitInfo", "leaf_cells_for",
     "priority_from_class", "validate_configuration",
 ]

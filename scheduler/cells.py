@@ -82,8 +82,12 @@ class Cell:
         self.children: list[Cell] | tuple[()] = [] if self.level > 1 else ()
         self.up: tuple[Cell, ...] = (self,) if parent is None else (self,) + parent.up  # self, then ancestors
         # The chain (in HiveD's sense) the cell belongs to: its top-level cell's type.
-        self.line = tid if parent is None else parent.line
-        self.line_free = chain.line_free.setdefault(self.line, [0] * len(chain.names))
+        if parent is None:
+            self.line = tid
+            self.line_free = chain.line_free.setdefault(tid, [0] * len(chain.names))
+        else:
+            self.line = parent.line
+            self.line_free = parent.line_free
         self.node: Node | None = None  # for cells at or below the node level
         self.nodes: list[Node] | tuple[()] = [] if self.level >= chain.node_level else ()  # in index order
         self.first = 0  # first device index, for cells at or below the node level
@@ -163,6 +167,7 @@ class Chain:
     # The bindings each VC uses that still have idle healthy devices, so that placing a
     # pod looks only where there is room.
     roomy: dict[str, set[Binding]] = field(default_factory=dict)
+    entry_names: dict[tuple[int, int], str] = field(default_factory=dict)  # quota entries as VCs spell them
 
     def __post_init__(self) -> None:
         n = len(self.names)

@@ -41,13 +41,20 @@ class Allocation:
     lazy_preemption: bool = False
     max_runtime: float | None = None
     min_runtime: float = 0.0
+    # "running"; "preempting": placed, waiting for ``victims`` to be gone before its pods
+    # may be created; "terminating": a preempted job whose pods are being deleted.
+    state: str = "running"
+    victims: tuple[str, ...] = ()
+    # A preempting gang whose victims were not yet told to stop (they are, at the next
+    # cycle, if the preemption still holds): its pods are only planned.
+    planned: bool = False
 
 
 @dataclass(frozen=True)
 class Preemption:
-    """``lazy``: the victim keeps running, demoted to opportunistic; otherwise it is
-    killed (the engine has already released its cells). A job demoted by one gang may be
-    killed by a later one in the same cycle: then it is listed twice, in that order."""
+    """A victim to stop now. ``lazy``: it keeps running, demoted to opportunistic;
+    otherwise its pods must be deleted: it keeps its devices (``state="terminating"``)
+    until the caller, once they are gone, calls ``Engine.release`` for it."""
 
     job_id: str
     lazy: bool
@@ -75,12 +82,34 @@ class Rejection:
 
 
 @dataclass(frozen=True)
+class ReservationInfo:
+    """Devices held for a waiting gang, that no other gang may use. ``kind``:
+    ``"preemption"`` — the gang preempts ``victims`` (``committed`` once they were told
+    to stop) and runs when they are gone; ``"starvation"`` — the gang waited longer than
+    its VC's threshold, and ``until`` is when the jobs on those devices reach their
+    maximum runtime (``None``: some declared none)."""
+
+    job_id: str
+    kind: str
+    nodes: tuple[str, ...]
+    devices: tuple[tuple[str, tuple[int, ...]], ...]  # (node, device indices)
+    until: float | None = None
+    victims: tuple[str, ...] = ()
+    committed: bool = False
+
+
+@dataclass(frozen=True)
 class CycleResult:
+    """``preemptions``: victims to stop now (see :class:`Preemption`); ``placements``:
+    gangs whose pods may be created; ``reservations``: every reservation held at the
+    end of the cycle."""
+
     placements: tuple[Allocation, ...]
     preemptions: tuple[Preemption, ...]
     waiting: tuple[WaitInfo, ...]
     rejected: tuple[Rejection, ...] = ()
     expired: tuple[str, ...] = ()
+    reservations: tuple[ReservationInfo, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ jobs (:mod:`.ledger`); a cycle validates the queue (:mod:`.validation`), orders 
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Mapping, Sequence
 
 from .budgets import BudgetGate, GpuHourBudget
@@ -20,23 +20,26 @@ from .decisions import (
     NodeStatus,
     Preemption,
     Rejection,
+    ReservationInfo,
     RestoreReport,
     VcStatus,
     WaitInfo,
 )
 from .errors import InvalidRequestError
-from .ledger import Ledger, RunningJob
+from .ledger import PREEMPTING, RUNNING, TERMINATING, Ledger, RunningJob
+from .pending import PendingPreemption, plan_scopes
 from .placement import NO_BLOCK, Blocked, Placer, PodNeed, Shortage
-from .preemption import candidates, choose_victims
+from .preemption import VictimSearch, candidates
 from .queue import (
+    PREEMPTION,
     Reservation,
+    ReservationBook,
     bad_nodes_note,
-    blocked_for,
     borrow_share,
     clock,
     cycle_order,
     describe_pods,
-    reserved_by_others,
+    overlapping,
 )
 from .quota import VcState, check_safety, resolve_quotas
 from .restore import Restorer
@@ -53,6 +56,15 @@ class _Admission:
     preemptions: tuple[Preemption, ...]
 
 
+@dataclass
+class _Preempting:
+    """A gang waiting for its preemption; ``preemptions``: the victims this cycle tells
+    to stop (when it commits)."""
+
+    pending: PendingPreemption
+    preemptions: tuple[Preemption, ...] = field(default_factory=tuple)
+
+
 @dataclass(frozen=True)
 class _Shortfall:
     """A gang that did not fit, to be explained once the cycle is over, so that the
@@ -66,17 +78,19 @@ class _Shortfall:
     blocked: Blocked
 
 
-_Wait = str | _Shortfall
+_Wait = str | _Shortfall | _Preempting
 
 
 class Engine:
     """Gang scheduling over HiveD-style cells.
 
-    ``schedule`` decides in one call: placements, preemptions and wait reasons. A
-    preemptor is placed in the same cycle as its preemption: the engine releases killed
-    victims (and demotes lazily preempted ones) itself, so the caller must delete the
-    victims' pods before it creates the preemptor's. A lazy victim is demoted only if the
-    preemptor is placed; when the preemptor's placement fails nothing changes.
+    ``schedule`` decides in one call: placements, preemptions and wait reasons. A gang
+    that must preempt holds a reservation (see :mod:`.pending`): the cycle that decides
+    it only plans it; the gang's next turn, if the victims still make room, tells them to
+    stop (``CycleResult.preemptions``; lazily preempted ones are demoted and keep
+    running) and the gang waits, holding its quota and devices, until every stopped
+    victim has been ``release``d — the caller does that once the victims' pods are
+    really gone — and is placed at its next turn after that.
     """
 
     def __init__(
@@ -99,6 +113,8 @@ class Engine:
         self._gpus_per_leaf = {s.name: s.gpu for s in cluster.skus}
         self.requests = RequestChecker(self.topology, self.vcs, self._sku_order)
         self._failures: dict[tuple, tuple[int, str]] = {}
+        self.pending: dict[str, PendingPreemption] = {}
+        self._candidates: dict[tuple, list[RunningJob]] = {}
 
     # --- cluster events --------------------------------------------------------------
 
@@ -113,11 +129,52 @@ class Engine:
             self.ledger.generation += 1
 
     def release(self, job_id: str) -> None:
-        """Free a finished or deleted job's cells; unknown ids are ignored (idempotent)."""
+        """Free a finished or deleted job's cells (a preempted job's once its pods are
+        gone); a preempting gang's release abandons its preemption. Unknown ids are
+        ignored (idempotent)."""
+        pending = self.pending.get(job_id)
+        if pending is not None:
+            self._abandon(pending)
+            return
         job = self.ledger.jobs.get(job_id)
         if job is not None:
             self.ledger.remove(job)
             self.topology.commit()
+            self._gone(job_id)
+
+    def _gone(self, job_id: str) -> None:
+        """A job left: preemptions waiting for it wait for it no more."""
+        for pending in self.pending.values():
+            if job_id in pending.victims:
+                pending.victims.remove(job_id)
+
+    def _abandon(self, pending: PendingPreemption) -> None:
+        """Drop a preemption: planned, its victims never knew; committed, they keep
+        stopping, and the gang's quota is free again."""
+        del self.pending[pending.job_id]
+        if pending.job is not None:
+            self.ledger.remove(pending.job)
+            self.topology.commit()
+
+    def _override(
+        self, gang: GangRequest, pods, reservations: ReservationBook, pending: PendingPreemption | None = None
+    ) -> None:
+        """A gang placed (or preempting) on devices a lower-priority gang had reserved for
+        its preemption takes them over: that preemption is abandoned and decided again
+        at its gang's turn."""
+        if pods is not None:
+            devices = {(p.node.cell.id, d) for p in pods for d in p.devices}
+        elif pending is not None:
+            devices = {(self.topology.nodes[p.node].cell.id, d) for p in pending.pods for d in p.devices}
+        else:
+            return
+        for r in overlapping(reservations, devices, gang.priority):
+            if r.job_id in self.pending and r.job_id != gang.job_id:
+                self._drop_pending(self.pending[r.job_id], reservations)
+
+    def _claimed(self, priority: int) -> set[str]:
+        """Victims of preemptions a gang of ``priority`` may not take over."""
+        return {v for p in self.pending.values() if p.priority >= priority for v in p.victims}
 
     # --- requests --------------------------------------------------------------------
 
@@ -148,6 +205,7 @@ class Engine:
             ends = job.ends_at()
             if ends is not None and now >= ends:
                 self.ledger.remove(job)
+                self._gone(job_id)
                 expired.append(job_id)
         self.topology.commit()
 
@@ -155,7 +213,8 @@ class Engine:
         ordered: list[tuple[GangRequest, list[GangOption]]] = []
         seen: set[str] = set()
         for gang in sorted(queue, key=cycle_order):
-            if gang.job_id in self.ledger.jobs or gang.job_id in seen:
+            running = gang.job_id in self.ledger.jobs and gang.job_id not in self.pending
+            if running or gang.job_id in seen:
                 rejected.append(Rejection(gang.job_id, "jobId", "the job is already running or queued twice"))
                 continue
             seen.add(gang.job_id)
@@ -165,27 +224,45 @@ class Engine:
                 rejected.append(Rejection(gang.job_id, e.field, e.message))
         self.requests.keep_only(seen)
         gate = BudgetGate(budgets or {}, self._gpus_per_leaf)
+        queued = {gang.job_id for gang, _ in ordered}
+        for job_id in sorted(self.pending):
+            pending = self.pending[job_id]
+            # Cancelled, or a node of its reservation went bad: abandoned; a gang still
+            # queued decides again below.
+            if job_id not in queued or any(not n.healthy for n in pending.nodes(self.topology)):
+                self._abandon(pending)
 
         placements: list[RunningJob] = []
         preemptions: list[Preemption] = []
         reasons: dict[str, _Wait] = {}
-        reservations: list[Reservation] = []
+        reservations = ReservationBook(self.pending[j].reservation(self.topology) for j in sorted(self.pending))
         borrowers: dict[str, list[tuple[GangRequest, list[GangOption]]]] = {}
 
         for gang, options in ordered:
             if gang.opportunistic:
                 continue
-            refusal = gate.refusal(gang, options[0].needs)
+            # A preempting gang passed the gate when it decided; it is charged below.
+            refusal = gate.refusal(gang, options[0].needs) if gang.job_id not in self.pending else None
             if refusal is not None:
                 reasons[gang.job_id] = refusal
                 continue
-            outcome = self._admit_guaranteed(gang, options, reservations, now, borrowing=False)
+            pending = self.pending.get(gang.job_id)
+            if pending is not None:
+                outcome = self._advance(pending, gang, options, reservations, now)
+            else:
+                outcome = self._admit_guaranteed(gang, options, reservations, now, borrowing=False)
             if isinstance(outcome, _Admission):
                 gate.charge(gang, options[0].needs)
                 placements.append(outcome.job)
                 preemptions.extend(outcome.preemptions)
+                self._override(gang, outcome.job.pods, reservations)
                 continue
             reasons[gang.job_id] = outcome
+            if isinstance(outcome, _Preempting):
+                gate.charge(gang, options[0].needs)
+                preemptions.extend(outcome.preemptions)
+                self._override(gang, None, reservations, outcome.pending)
+                continue
             vc = self.vcs[gang.vc]
             if self.requests.lenders[vc.name]:
                 borrowers.setdefault(gang.vc, []).append((gang, options))
@@ -220,6 +297,25 @@ class Engine:
             waiting=tuple(waiting),
             rejected=tuple(rejected),
             expired=tuple(expired),
+            reservations=self._reservation_infos(reservations),
+        )
+
+    def _reservation_infos(self, reservations: ReservationBook) -> tuple[ReservationInfo, ...]:
+        if not reservations:
+            return ()
+        by_id = {node.cell.id: node.name for node in self.topology.nodes.values()}
+        return tuple(self._reservation_info(r, by_id) for r in sorted(reservations, key=lambda r: r.job_id))
+
+    def _reservation_info(self, r: Reservation, by_id: dict[int, str]) -> ReservationInfo:
+        pending = self.pending.get(r.job_id) if r.kind == PREEMPTION else None
+        return ReservationInfo(
+            job_id=r.job_id,
+            kind=r.kind,
+            nodes=r.nodes,
+            devices=tuple(sorted((by_id[node_id], tuple(sorted(devices))) for node_id, devices in r.devices)),
+            until=r.until,
+            victims=r.victims,
+            committed=pending is not None and pending.committed,
         )
 
     def _new_job(self, gang: GangRequest, now: float) -> RunningJob:
@@ -252,10 +348,11 @@ class Engine:
         self,
         gang: GangRequest,
         options: list[GangOption],
-        reservations: list[Reservation],
+        reservations: ReservationBook,
         now: float,
         borrowing: bool,
     ) -> _Admission | _Wait:
+        """Place the gang, or plan a preemption for it, or say why it waits."""
         vc = self.vcs[gang.vc]
         if not reservations and vc.spec.max_leaf_cells_per_user is None and len(options) == 1:
             # The common case of a queue full of gangs alike: one dictionary look-up.
@@ -263,7 +360,7 @@ class Engine:
             if hit is not None and hit[0] == self.ledger.generation:
                 return hit[1]
         lenders = [self.vcs[n] for n in self.requests.lenders[vc.name]] if borrowing else None
-        ids, blocked = blocked_for(gang, reservations, now)
+        ids, blocked = reservations.blocked_for(gang, now)
         first_reason: _Wait | None = None
         for option in options:
             needs = option.needs
@@ -282,9 +379,9 @@ class Engine:
                         self.topology.commit()
                         return _Admission(job, ())
                     self.topology.rollback(mark)
-                    admission = self._preempt_for(gang, vc, needs, blocked, now, lenders)
-                    if admission is not None:
-                        return admission
+                    preempting = self._preempt_for(gang, vc, needs, blocked, now, lenders, reservations)
+                    if preempting is not None:
+                        return preempting
                     reason = _Shortfall(gang, option, shortage, borrowing, ids, blocked)
                     self._failures[key] = (self.ledger.generation, reason)
             first_reason = first_reason or reason
@@ -292,13 +389,13 @@ class Engine:
         return first_reason
 
     def _admit_opportunistic(
-        self, gang: GangRequest, options: list[GangOption], reservations: list[Reservation], now: float
+        self, gang: GangRequest, options: list[GangOption], reservations: ReservationBook, now: float
     ) -> _Admission | _Wait:
         if not reservations and len(options) == 1:
             hit = self._failures.get(("opportunistic", options[0].shape, ()))
             if hit is not None and hit[0] == self.ledger.generation:
                 return hit[1]
-        ids, blocked = blocked_for(gang, reservations, now)
+        ids, blocked = reservations.blocked_for(gang, now)
         first_reason: _Wait | None = None
         for option in options:
             needs = option.needs
@@ -324,7 +421,7 @@ class Engine:
     def _borrow_pass(
         self,
         borrowers: dict[str, list[tuple[GangRequest, list[GangOption]]]],
-        reservations: list[Reservation],
+        reservations: ReservationBook,
         now: float,
         placements: list[RunningJob],
         preemptions: list[Preemption],
@@ -363,9 +460,14 @@ class Engine:
                 gate.charge(gang, options[0].needs)
                 placements.append(outcome.job)
                 preemptions.extend(outcome.preemptions)
+                self._override(gang, outcome.job.pods, reservations)
                 del reasons[gang.job_id]
-                reservations[:] = [r for r in reservations if r.job_id != gang.job_id]
+                reservations.keep(lambda r: r.job_id != gang.job_id)
             else:
+                if isinstance(outcome, _Preempting):
+                    gate.charge(gang, options[0].needs)
+                    # Its starvation reservation, if any, gives way to the preemption's.
+                    reservations.keep(lambda r: r.job_id != gang.job_id or r.kind == PREEMPTION)
                 reasons[gang.job_id] = outcome
             if position[name] < len(borrowers[name]):
                 heapq.heappush(heap, (share(name), name))
@@ -374,10 +476,11 @@ class Engine:
 
     def _preempt_for(
         self, gang: GangRequest, vc: VcState, needs: list[PodNeed], blocked: Blocked, now: float,
-        lenders: list[VcState] | None,
-    ) -> _Admission | None:
-        """Place the gang by preempting, or return ``None``. Borrowing (``lenders``), a gang
-        preempts only opportunistic jobs: it never reclaims from its own VC to borrow."""
+        lenders: list[VcState] | None, reservations: ReservationBook,
+    ) -> _Preempting | None:
+        """Plan a preemption that makes room for the gang, or return ``None``. Borrowing
+        (``lenders``), a gang preempts only opportunistic jobs: it never reclaims from its
+        own VC to borrow."""
         skus = sorted({n.sku for n in needs})
         pool_usable = lenders is not None
         for sku in skus:
@@ -395,45 +498,166 @@ class Engine:
                 return None
             pool_usable = pool_usable or vc.has_unbound(sku)
         cohort = [n for n in self.requests.cohort_of(vc) if n != vc.name] if lenders is None else []
-        ordered = candidates(self.ledger, vc.name, cohort, gang.priority, set(skus), pool_usable, now)
+        # Gangs alike in a wave of preemptions see the same candidates: list them once
+        # per state of the jobs.
+        key = (self.ledger.version, vc.name, gang.priority, tuple(skus), pool_usable, now, tuple(cohort))
+        everyone = self._candidates.get(key)
+        if everyone is None:
+            if len(self._candidates) > 64:
+                self._candidates.clear()
+            everyone = self._candidates[key] = candidates(
+                self.ledger, vc.name, cohort, gang.priority, set(skus), pool_usable, now, set()
+            )
+        claimed = self._claimed(gang.priority)
+        ordered = [j for j in everyone if j.job_id not in claimed]
         if lenders is not None:
             ordered = [j for j in ordered if j.opportunistic]
+        if not ordered:
+            return None
 
-        def fits(victims: list[RunningJob]) -> bool:
+        def trial(victims: list[RunningJob], scopes, part: list[PodNeed]):
             mark = self.topology.mark()
             for victim in victims:
-                self.ledger.remove(victim)
-            ok = self.placer.place_guaranteed(self._new_job(gang, now), vc, needs, lenders, blocked) is None
+                self.ledger.remove(victim, keep_for=vc.name)
+            job = self._new_job(gang, now)
+            fits = self.placer.place_guaranteed(job, vc, part, lenders, blocked, scopes) is None
+            used = frozenset((p.node.cell.id, d) for p in job.pods for d in p.devices) if fits else None
             self.topology.rollback(mark)
-            return ok
+            return used
 
-        victims = choose_victims(ordered, fits)
-        if victims is None:
+        def fresh(sku: str, k: int) -> int:
+            chain = self.topology.chains[sku]
+            owners = [vc] + (lenders or [])
+            return sum(
+                owner.unbound(sku, tid, line) * max(1, chain.leaves[tid] // max(k, 1))
+                for owner in owners for tid, line in owner.quota_entries(sku) if chain.leaves[tid] >= k
+            )
+
+        bindings = [b for by_cell in vc.bindings.values() for b in by_cell.values()]
+        choice = VictimSearch(self.topology, blocked, trial, vc.name, fresh, bindings).choose(needs, ordered)
+        if choice is None:
             return None
-        victims.sort(key=lambda j: j.job_id)
+        mark = self.topology.mark()
+        kept = [b for victim in choice.victims for b in self.ledger.remove(victim, keep_for=vc.name)]
+        job = self._new_job(gang, now)
+        placed = self.placer.place_guaranteed(job, vc, needs, lenders, blocked, choice.scopes) is None
+        self.ledger.drop_unused(kept)
+        pods = job.allocation(self.topology).pods
+        self.topology.rollback(mark)
+        assert placed, "the victim search's last trial placed the gang"
+        pending = PendingPreemption(
+            job_id=gang.job_id,
+            vc=gang.vc,
+            user=gang.user,
+            priority=gang.priority,
+            decided_at=now,
+            victims=sorted(v.job_id for v in choice.victims),
+            pods=pods,
+            scopes=plan_scopes(self.topology, pods),
+        )
+        self.pending[gang.job_id] = pending
+        reservations.append(pending.reservation(self.topology))
+        return _Preempting(pending)
+
+    def _advance(
+        self, pending: PendingPreemption, gang: GangRequest, options: list[GangOption],
+        reservations: ReservationBook, now: float,
+    ) -> _Admission | _Wait:
+        """A preempting gang's turn: placed if room appeared elsewhere or its victims are
+        gone; a planned preemption whose victims still make room is committed; one whose
+        victims no longer do is decided again."""
+        vc = self.vcs[gang.vc]
+        skus = {self.topology.nodes[p.node].chain.sku.name for p in pending.pods}
+        option = next((o for o in options if {n.sku for n in o.needs} == skus), options[0])
+        needs = option.needs
+        lenders = [self.vcs[n] for n in self.requests.lenders[vc.name]] if pending.borrowing else None
+        _, blocked = reservations.blocked_for(gang, now)
+        job = pending.job
+        if job is not None and all(v not in self.ledger.jobs for v in pending.victims):
+            self.ledger.launch(job, now)
+            self.topology.commit()
+            self._drop_pending(pending, reservations, abandon=False)
+            return _Admission(job, ())
+        mark = self.topology.mark()
+        if job is not None:
+            self.ledger.remove(job)
+        elsewhere = self._new_job(gang, now)
+        if self.placer.place_guaranteed(elsewhere, vc, needs, lenders, blocked) is None:
+            # Room appeared without the preemption: victims not yet told keep running.
+            self.ledger.register(elsewhere)
+            self.topology.commit()
+            self._drop_pending(pending, reservations, abandon=False)
+            return _Admission(elsewhere, ())
+        self.topology.rollback(mark)
+        if job is not None:
+            pending.victims = [v for v in pending.victims if v in self.ledger.jobs]
+            return _Preempting(pending)
+        victims = [self.ledger.jobs[v] for v in pending.victims if v in self.ledger.jobs]
+        if victims and all(v.state == RUNNING for v in victims):
+            outcome = self._commit(pending, gang, vc, needs, lenders, blocked, victims, reservations, now)
+            if outcome is not None:
+                return outcome
+        self._drop_pending(pending, reservations)
+        return self._admit_guaranteed(gang, options, reservations, now, borrowing=lenders is not None)
+
+    def _commit(
+        self, pending: PendingPreemption, gang: GangRequest, vc: VcState, needs: list[PodNeed],
+        lenders: list[VcState] | None, blocked: Blocked, victims: list[RunningJob], reservations: ReservationBook,
+        now: float,
+    ) -> _Admission | _Preempting | None:
+        """Tell the victims to stop: lazily preempted ones are demoted if the gang fits
+        beside them, the others keep their devices until released; the gang holds its
+        quota and devices meanwhile (or runs at once if no victim has to go)."""
+        victims = sorted(victims, key=lambda j: j.job_id)
         lazy = {j.job_id for j in victims if not j.opportunistic and j.lazy_preemption}
         mark = self.topology.mark()
+        kept = []
         for victim in victims:
             if victim.job_id in lazy:
                 self.ledger.demote(victim)
             else:
-                self.ledger.remove(victim)
+                kept += self.ledger.remove(victim, keep_for=vc.name)
         job = self._new_job(gang, now)
         inner = self.topology.mark()
-        if self.placer.place_guaranteed(job, vc, needs, lenders, blocked) is not None:
-            # The demoted victims' devices are needed after all: kill them too.
+        # With only demoted victims the gang may go anywhere: it stops no one; stopped
+        # victims must hold devices it uses, so it stays where it was planned.
+        scopes = pending.scopes if len(lazy) < len(victims) else None
+        if self.placer.place_guaranteed(job, vc, needs, lenders, blocked, scopes) is not None:
+            # The demoted victims' devices are needed after all: stop them too.
             self.topology.rollback(inner)
             for victim in victims:
                 if victim.job_id in lazy:
-                    self.ledger.remove(victim)
+                    kept += self.ledger.remove(victim, keep_for=vc.name)
             lazy = set()
             job = self._new_job(gang, now)
-            if self.placer.place_guaranteed(job, vc, needs, lenders, blocked) is not None:
+            if self.placer.place_guaranteed(job, vc, needs, lenders, blocked, pending.scopes) is not None:
                 self.topology.rollback(mark)
                 return None
+        self.ledger.drop_unused(kept)
         self.ledger.register(job)
+        told = tuple(Preemption(v.job_id, v.job_id in lazy, gang.job_id) for v in victims)
+        stopped = [v for v in victims if v.job_id not in lazy]
+        if not stopped:
+            self.topology.commit()
+            self._drop_pending(pending, reservations, abandon=False)
+            return _Admission(job, told)
+        self.ledger.reserve(job)
+        for victim in stopped:
+            self.ledger.keep_devices(victim)
         self.topology.commit()
-        return _Admission(job, tuple(Preemption(v.job_id, v.job_id in lazy, gang.job_id) for v in victims))
+        pending.job = job
+        pending.victims = [v.job_id for v in stopped]
+        pending.pods = job.allocation(self.topology).pods
+        reservations.keep(lambda r: r.job_id != gang.job_id)
+        reservations.append(pending.reservation(self.topology))
+        return _Preempting(pending, told)
+
+    def _drop_pending(self, pending: PendingPreemption, reservations: ReservationBook, abandon: bool = True) -> None:
+        if abandon:
+            self._abandon(pending)
+        else:
+            del self.pending[pending.job_id]
+        reservations.keep(lambda r: not (r.job_id == pending.job_id and r.kind == PREEMPTION))
 
     @staticmethod
     def _lendable_now(lenders: list[VcState], chain: Chain) -> int:
@@ -452,18 +676,21 @@ class Engine:
     # --- starvation ------------------------------------------------------------------
 
     def _reserve(
-        self, gang: GangRequest, needs: list[PodNeed], reservations: list[Reservation], now: float
+        self, gang: GangRequest, needs: list[PodNeed], reservations: ReservationBook, now: float
     ) -> Reservation | None:
         """Hold the devices the gang would take if the jobs it competes with were gone."""
         vc = self.vcs[gang.vc]
-        blocked = reserved_by_others(gang, reservations)
+        _, blocked = reservations.blocked_for(gang, now, backfill=False)
         mark = self.topology.mark()
         competitors = [
             j
             for j in sorted(self.ledger.jobs.values(), key=lambda j: j.job_id)
-            if j.opportunistic
-            or (j.vc == gang.vc and j.priority <= gang.priority)
-            or any(p.binding is not None and p.binding.borrowed and p.binding.owner == gang.vc for p in j.pods)
+            if j.state != PREEMPTING and (
+                j.state == TERMINATING
+                or j.opportunistic
+                or (j.vc == gang.vc and j.priority <= gang.priority)
+                or any(p.binding is not None and p.binding.borrowed and p.binding.owner == gang.vc for p in j.pods)
+            )
         ]
         for job in competitors:
             self.ledger.remove(job)
@@ -482,7 +709,10 @@ class Engine:
                 if occupant is None:
                     continue
                 job = self.ledger.jobs[occupant]
-                ends = job.started_at + job.min_runtime if job.opportunistic else job.ends_at()
+                if job.state == TERMINATING:
+                    ends: float | None = now  # already stopping
+                else:
+                    ends = job.started_at + job.min_runtime if job.opportunistic else job.ends_at()
                 until = None if until is None or ends is None else max(until, ends)
         return Reservation(
             job_id=gang.job_id,
@@ -493,11 +723,13 @@ class Engine:
 
     # --- reasons ---------------------------------------------------------------------
 
-    def _explain(self, wait: _Wait, reservations: list[Reservation], now: float, explained: dict[tuple, str]) -> str:
+    def _explain(self, wait: _Wait, reservations: ReservationBook, now: float, explained: dict[tuple, str]) -> str:
         """The text of a wait reason, from the state at the end of the cycle; gangs alike
         share one text unless a reservation is in play (it depends on each gang)."""
         if isinstance(wait, str):
             return wait
+        if isinstance(wait, _Preempting):
+            return self._explain_preempting(wait.pending)
         gang = wait.gang
         key = None
         if not wait.reservation_ids:
@@ -515,9 +747,23 @@ class Engine:
             explained[key] = text
         return text
 
+    def _explain_preempting(self, pending: PendingPreemption) -> str:
+        victims = ", ".join(pending.victims)
+        plural = "s" if len(pending.victims) > 1 else ""
+        nodes = ", ".join(sorted({p.node for p in pending.pods}))
+        if pending.committed:
+            return (
+                f"preempting: holds its cells on {nodes} and starts once the pods of the preempted job{plural} "
+                f"{victims} are gone"
+            )
+        return (
+            f"preempting job{plural} {victims} to run on {nodes}: they are told to stop at the next cycle "
+            "if that still makes room"
+        )
+
     def _reservation_in_the_way(
         self, gang: GangRequest, needs: list[PodNeed], lenders: list[VcState] | None, blocked: Blocked,
-        reservations: list[Reservation], now: float,
+        reservations: ReservationBook, now: float,
     ) -> str | None:
         if not blocked:
             return None
@@ -535,6 +781,8 @@ class Engine:
             if r.job_id == gang.job_id or r.admits(gang, now):
                 continue
             if any((node_id, d) in used for node_id, devices in r.devices for d in devices):
+                if r.kind == PREEMPTION:
+                    return f"blocked behind job {r.job_id}, which is preempting on {', '.join(r.nodes)}"
                 until = "its running jobs finish (they declared no maximum runtime)" if r.until is None else clock(r.until, now)
                 runtime = (
                     "; this job declares no maximum runtime" if gang.max_runtime is None
@@ -561,7 +809,7 @@ class Engine:
         shortage: Shortage,
         lenders: list[VcState] | None,
         blocked: Blocked,
-        reservations: list[Reservation],
+        reservations: ReservationBook,
         now: float,
     ) -> str:
         behind = self._reservation_in_the_way(gang, needs, lenders, blocked, reservations, now)
@@ -630,7 +878,7 @@ class Engine:
 
     def _explain_opportunistic(
         self, gang: GangRequest, needs: list[PodNeed], shortage: Shortage, blocked: Blocked,
-        reservations: list[Reservation], now: float,
+        reservations: ReservationBook, now: float,
     ) -> str:
         behind = self._reservation_in_the_way(gang, needs, None, blocked, reservations, now)
         if behind is not None:
@@ -649,13 +897,36 @@ class Engine:
     def restore(self, allocations: Sequence[Allocation]) -> RestoreReport:
         """Replace the running state with persisted placements (see :mod:`.restore`)."""
         with collector_paused():
-            return Restorer(self.topology, self.ledger, self.vcs, self.requests.lenders).restore(allocations)
+            return Restorer(self.topology, self.ledger, self.vcs, self.requests.lenders).restore(
+                allocations, self.pending
+            )
 
     # --- introspection ----------------------------------------------------------------
 
     def allocations(self) -> tuple[Allocation, ...]:
-        """Every running job's placement, by job id: what the database stores."""
-        return tuple(self.ledger.jobs[j].allocation(self.topology) for j in sorted(self.ledger.jobs))
+        """Every job's placement, by job id: what the database stores. Besides running
+        jobs: preempted jobs whose pods are being deleted (``state="terminating"``) and
+        preempting gangs (``state="preempting"``, with the ``victims`` they wait for,
+        ``planned`` while those are not yet told to stop), whose pods must not be created."""
+        out = {j: self.ledger.jobs[j].allocation(self.topology) for j in self.ledger.jobs}
+        for job_id, pending in self.pending.items():
+            if pending.job is not None:
+                out[job_id] = replace(out[job_id], victims=tuple(pending.victims))
+            else:
+                out[job_id] = Allocation(
+                    job_id=job_id,
+                    vc=pending.vc,
+                    user=pending.user,
+                    priority=pending.priority,
+                    opportunistic=False,
+                    lazy_preempted=False,
+                    started_at=pending.decided_at,
+                    pods=pending.pods,
+                    state=PREEMPTING,
+                    victims=tuple(pending.victims),
+                    planned=True,
+                )
+        return tuple(out[j] for j in sorted(out))
 
     def node_status(self, node: str) -> NodeStatus:
         """The node's health and which job (and whether opportunistic) uses each device."""

@@ -12,11 +12,20 @@ from .quota import VcState, entry_name
 
 @dataclass
 class RunningPod:
+    """``reserved``: the pod of a preempting gang, holding its binding (quota) but not
+    yet its devices, which its victims' pods still use."""
+
     task_role: str
     index: int
     node: Node
     devices: tuple[int, ...]
     binding: Binding | None
+    reserved: bool = False
+
+# A job's state in the engine: running; preempting (placed, waiting for its victims'
+# pods to be gone: its pods hold their quota, not yet their devices); terminating (a
+# victim whose pods are being deleted: it holds its devices, no longer any quota).
+RUNNING, PREEMPTING, TERMINATING = "running", "preempting", "terminating"
 
 
 @dataclass
@@ -32,6 +41,14 @@ class RunningJob:
     min_runtime: float = 0.0
     lazy_preempted: bool = False
     pods: list[RunningPod] = field(default_factory=list)
+    state: str = RUNNING
+    # The SKUs its pods use, remembered once asked (pods do not change once it runs).
+    sku_set: frozenset[str] = field(default=frozenset(), compare=False, repr=False)
+
+    def skus(self) -> frozenset[str]:
+        if not self.sku_set:
+            self.sku_set = frozenset(p.node.chain.sku.name for p in self.pods)
+        return self.sku_set
 
     def ends_at(self) -> float | None:
         return None if self.max_runtime is None else self.started_at + self.max_runtime
@@ -52,6 +69,9 @@ class RunningJob:
                     vc_entry=None if b is None or b.pinned else entry_name(b.cell.chain, b.cell.tid, b.line),
                 )
             )
+        return self._allocation(pods)
+
+    def _allocation(self, pods: list[PodPlacement]) -> Allocation:
         return Allocation(
             job_id=self.job_id,
             vc=self.vc,
@@ -64,6 +84,7 @@ class RunningJob:
             lazy_preemption=self.lazy_preemption,
             max_runtime=self.max_runtime,
             min_runtime=self.min_runtime,
+            state=self.state,
         )
 
 
@@ -77,14 +98,27 @@ class Ledger:
         self.guaranteed_by_vc: dict[str, dict[str, RunningJob]] = {name: {} for name in vcs}
         self.limited: dict[str, RunningJob] = {}  # jobs with a maximum runtime
         self.graced: dict[str, RunningJob] = {}  # jobs with a minimum runtime
+        self.preempting: dict[str, RunningJob] = {}
+        self.terminating: dict[str, RunningJob] = {}
         # Bumped whenever capacity may have grown (a release, an unbind, a node turning
         # healthy): a gang that failed since the last bump cannot fit now either. A trial
         # that is rolled back restores it, as it leaves capacity exactly as it was.
         self.generation = 0
+        # Names the state of the jobs (bindings change only with them): every change gets
+        # a number never used before, and undoing it restores the previous one, so equal
+        # versions mean equal states (what caches of derived lists key on).
+        self.version = 0
+        self._versions = 0
 
     @property
     def undo(self) -> list:
         return self.topology.undo
+
+    def _bump(self) -> None:
+        previous = self.version
+        self._versions += 1
+        self.version = self._versions
+        self.undo.append(lambda: setattr(self, "version", previous))
 
     def _grow(self) -> None:
         previous = self.generation
@@ -145,21 +179,28 @@ class Ledger:
             by_priority[job.priority] = by_priority.get(job.priority, 0) + n
 
     def add_pod(self, job: RunningJob, pod: RunningPod) -> None:
-        self.topology.occupy(pod.node, pod.devices, job.job_id, job.opportunistic)
+        if not pod.reserved:
+            self.topology.occupy(pod.node, pod.devices, job.job_id, job.opportunistic)
         job.pods.append(pod)
         self._count(job, pod, 1)
         self.undo.append(lambda: (self._count(job, pod, -1), job.pods.pop()))
 
     def _index(self, job: RunningJob, present: bool) -> None:
-        if job.opportunistic:
-            index = self.opportunistic
+        self._bump()
+        if job.state == PREEMPTING:
+            mappings = [self.jobs, self.preempting]
+        elif job.state == TERMINATING:
+            mappings = [self.jobs, self.terminating]
         else:
-            index = self.guaranteed_by_vc.setdefault(job.vc, {})
-        mappings = [self.jobs, index]
-        if job.max_runtime is not None:
-            mappings.append(self.limited)
-        if job.min_runtime > 0:
-            mappings.append(self.graced)
+            if job.opportunistic:
+                index = self.opportunistic
+            else:
+                index = self.guaranteed_by_vc.setdefault(job.vc, {})
+            mappings = [self.jobs, index]
+            if job.max_runtime is not None:
+                mappings.append(self.limited)
+            if job.min_runtime > 0:
+                mappings.append(self.graced)
         for mapping in mappings:
             if present:
                 mapping[job.job_id] = job
@@ -170,16 +211,73 @@ class Ledger:
         self._index(job, True)
         self.undo.append(lambda: self._index(job, False))
 
-    def remove(self, job: RunningJob) -> None:
-        """Release a job's devices and the bindings it alone kept bound."""
+    def remove(self, job: RunningJob, keep_for: str | None = None) -> list[Binding]:
+        """Release a job's devices and the bindings it alone kept bound. With
+        ``keep_for`` (a preemption by a gang of that VC), the bindings that VC uses stay,
+        for the preemptor to take over as HiveD does, and are returned: ``drop_unused``
+        them afterwards."""
         self._index(job, False)
         self.undo.append(lambda: self._index(job, True))
+        kept = []
         for pod in job.pods:
-            self.topology.vacate(pod.node, pod.devices)
+            if not pod.reserved:
+                self.topology.vacate(pod.node, pod.devices)
             self._count(job, pod, -1)
             self.undo.append(lambda pod=pod: self._count(job, pod, 1))
-            self._drop_if_unused(pod.binding)
+            if pod.binding is not None and pod.binding.user == keep_for:
+                kept.append(pod.binding)
+            else:
+                self._drop_if_unused(pod.binding)
         self._grow()
+        return kept
+
+    def drop_unused(self, bindings: list[Binding]) -> None:
+        for binding in dict.fromkeys(bindings):
+            if binding.cell.binding is binding:
+                self._drop_if_unused(binding)
+
+    def _set_state(self, job: RunningJob, state: str) -> None:
+        self._index(job, False)
+        self.undo.append(lambda: self._index(job, True))
+        previous = job.state
+        job.state = state
+        self.undo.append(lambda: setattr(job, "state", previous))
+        self._index(job, True)
+        self.undo.append(lambda: self._index(job, False))
+
+    def keep_devices(self, job: RunningJob) -> None:
+        """A victim just removed and told to stop: its pods keep their devices until they
+        are gone (``remove`` again), outside any VC's accounting."""
+        for pod in job.pods:
+            binding = pod.binding
+            pod.binding = None
+            self.undo.append(lambda pod=pod, binding=binding: setattr(pod, "binding", binding))
+            self.topology.occupy(pod.node, pod.devices, job.job_id, job.opportunistic)
+        previous = job.state
+        job.state = TERMINATING
+        self.undo.append(lambda: setattr(job, "state", previous))
+        self._index(job, True)
+        self.undo.append(lambda: self._index(job, False))
+
+    def reserve(self, job: RunningJob) -> None:
+        """A preemptor placed in a trial becomes preempting: it keeps its bindings and
+        quota and gives its devices back to the victims still on them."""
+        for pod in job.pods:
+            self.topology.vacate(pod.node, pod.devices)
+            pod.reserved = True
+            self.undo.append(lambda pod=pod: setattr(pod, "reserved", False))
+        self._set_state(job, PREEMPTING)
+
+    def launch(self, job: RunningJob, now: float) -> None:
+        """The victims are gone: the preemptor takes its devices and runs."""
+        for pod in job.pods:
+            self.topology.occupy(pod.node, pod.devices, job.job_id, job.opportunistic)
+            pod.reserved = False
+            self.undo.append(lambda pod=pod: setattr(pod, "reserved", True))
+        started = job.started_at
+        job.started_at = now
+        self.undo.append(lambda: setattr(job, "started_at", started))
+        self._set_state(job, RUNNING)
 
     def _drop_if_unused(self, binding: Binding | None) -> None:
         if binding is not None and binding.usage == 0 and not binding.pinned:

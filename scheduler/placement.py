@@ -301,12 +301,13 @@ class Placer:
 
     def place_guaranteed(
         self, job: RunningJob, vc: VcState, needs: list[PodNeed], lenders: list[VcState] | None,
-        blocked: Blocked, scope: Cell | None = None,
+        blocked: Blocked, scopes: Mapping[str, Cell] | None = None,
     ) -> Shortage | None:
         """Place every pod or return the shortage (the caller rolls back on failure).
-        ``scope``: only on nodes inside that cell (a preemption trial)."""
+        ``scopes``: per SKU, only on nodes inside that cell (a preemption's cells)."""
         for sku, pods in _by_chain(needs):
             chain = self.topology.chains[sku]
+            scope = scopes.get(sku) if scopes else None
 
             def place(line: int) -> tuple[Shortage | None, int]:
                 return self._place_guaranteed_group(job, vc, chain, pods, lenders, blocked, line, scope)

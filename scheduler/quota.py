@@ -31,6 +31,7 @@ class VcState:
     leaves_by_sku: dict[str, int] = field(default_factory=dict)
     largest_by_sku: dict[str, int] = field(default_factory=dict)
     sku_names: list[str] = field(default_factory=list)
+    entries_by_sku: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -42,7 +43,12 @@ class VcState:
     def quota_entries(self, sku: str) -> list[tuple[int, int]]:
         """(cell type id, line) of each quota entry of the SKU; entries naming a chain
         come before the one naming none, as their cells are the scarcer."""
-        return sorted(((tid, line) for (s, tid, line) in self.quota if s == sku), key=lambda e: (e[0], e[1] == ANY_LINE, e[1]))
+        found = self.entries_by_sku.get(sku)
+        if found is None:
+            found = self.entries_by_sku[sku] = sorted(
+                ((tid, line) for (s, tid, line) in self.quota if s == sku), key=lambda e: (e[0], e[1] == ANY_LINE, e[1])
+            )
+        return found
 
     def unbound(self, sku: str, tid: int, line: int) -> int:
         key = (sku, tid, line)
@@ -121,7 +127,12 @@ def resolve_quotas(topology: Topology, vcs: Sequence[VirtualClusterSpec]) -> dic
 
 def entry_name(chain: Chain, tid: int, line: int) -> str:
     """A quota entry as a VC spells it: ``TYPE`` or ``CHAIN.TYPE``."""
-    return chain.names[tid] if line == ANY_LINE else f"{chain.names[line]}.{chain.names[tid]}"
+    key = (tid, line)
+    name = chain.entry_names.get(key)
+    if name is None:
+        name = chain.names[tid] if line == ANY_LINE else f"{chain.names[line]}.{chain.names[tid]}"
+        chain.entry_names[key] = name
+    return name
 
 
 def quota_entry(topology: Topology, vc: str, entry: str) -> tuple[Chain, int, int]:

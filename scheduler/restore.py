@@ -8,7 +8,8 @@ from typing import Sequence
 
 from .cells import ANY_LINE, Binding, Cell, Node, Topology
 from .decisions import Allocation, RestoreIssue, RestoreReport
-from .ledger import Ledger, RunningJob, RunningPod
+from .ledger import PREEMPTING, RUNNING, TERMINATING, Ledger, RunningJob, RunningPod
+from .pending import PendingPreemption, plan_scopes
 from .quota import VcState, entry_name
 
 
@@ -21,7 +22,7 @@ class Restorer:
         self.vcs = vcs
         self.lenders = lenders
 
-    def restore(self, allocations: Sequence[Allocation]) -> RestoreReport:
+    def restore(self, allocations: Sequence[Allocation], pending: dict[str, PendingPreemption]) -> RestoreReport:
         """Replace the running state with persisted placements.
 
         Guaranteed placements rebind their VC's virtual cells exactly as recorded
@@ -32,7 +33,12 @@ class Restorer:
         and is listed as partial: the caller ends the job's attempt, and its pods there
         hold their devices until then. One with all its nodes gone, on devices that no
         longer exist, or colliding with another, is listed as dropped.
+
+        Preempted jobs whose pods are being deleted keep their devices; preempting gangs
+        get their reservations back (a committed one its quota too) for the victims
+        still listed; one that no longer can is forgotten and decides again.
         """
+        pending.clear()
         for job_id in sorted(self.ledger.jobs):
             self.ledger.remove(self.ledger.jobs[job_id])
         self.topology.commit()
@@ -40,14 +46,22 @@ class Restorer:
         dropped: list[RestoreIssue] = []
         partial: list[RestoreIssue] = []
         restored = 0
-        order = sorted(allocations, key=lambda a: (a.opportunistic, -a.priority, a.started_at, a.job_id))
+        order = sorted(
+            (a for a in allocations if a.state != PREEMPTING),
+            key=lambda a: (a.opportunistic, -a.priority, a.started_at, a.job_id),
+        )
+        nodes = self.topology.nodes
         for alloc in order:
-            gone = sorted({p.node for p in alloc.pods if p.node not in self.topology.nodes})
+            gone = (
+                sorted({p.node for p in alloc.pods if p.node not in nodes})
+                if any(p.node not in nodes for p in alloc.pods) else ()
+            )
             if gone and len(gone) < len({p.node for p in alloc.pods}):
                 # Its pods elsewhere may still run: keep their devices until the job ends.
                 alloc = replace(alloc, pods=tuple(p for p in alloc.pods if p.node in self.topology.nodes))
-                nodes = ", ".join(repr(n) for n in gone)
-                partial.append(RestoreIssue(alloc.job_id, f"node{'s' if len(gone) > 1 else ''} {nodes} no longer exist{'' if len(gone) > 1 else 's'}"))
+                names = ", ".join(repr(n) for n in gone)
+                what = f"nodes {names} no longer exist" if len(gone) > 1 else f"node {names} no longer exists"
+                partial.append(RestoreIssue(alloc.job_id, what))
             problem = self._check_persisted(alloc)
             if problem is not None:
                 dropped.append(RestoreIssue(alloc.job_id, problem))
@@ -63,26 +77,63 @@ class Restorer:
                 max_runtime=alloc.max_runtime,
                 min_runtime=alloc.min_runtime,
                 lazy_preempted=alloc.lazy_preempted,
+                state=TERMINATING if alloc.state == TERMINATING else RUNNING,
             )
             mark = self.topology.mark()
-            problem = None if alloc.opportunistic else self._rebind(job, alloc)
+            problem = None if alloc.opportunistic or job.state == TERMINATING else self._rebind(job, alloc)
             if problem is not None:
                 self.topology.rollback(mark)
                 job.opportunistic = True
                 job.pods = []
                 demoted.append(RestoreIssue(alloc.job_id, problem))
-            if job.opportunistic:
+            if job.opportunistic or job.state == TERMINATING:
                 for pod in alloc.pods:
                     node = self.topology.nodes[pod.node]
                     self.ledger.add_pod(job, RunningPod(pod.task_role, pod.index, node, tuple(pod.devices), None))
             self.ledger.register(job)
             self.topology.commit()
             restored += 1
+        for alloc in sorted(
+            (a for a in allocations if a.state == PREEMPTING), key=lambda a: (a.planned, -a.priority, a.job_id)
+        ):
+            if self._restore_pending(alloc, pending):
+                restored += 1
         kept = {a.job_id for a in order if a.job_id in self.ledger.jobs}
         return RestoreReport(
             restored=restored, demoted=tuple(demoted), dropped=tuple(dropped),
             partial=tuple(i for i in partial if i.job_id in kept),
         )
+
+    def _restore_pending(self, alloc: Allocation, pending: dict[str, PendingPreemption]) -> bool:
+        victims = [v for v in alloc.victims if v in self.ledger.jobs]
+        if alloc.job_id in self.ledger.jobs or alloc.job_id in pending:
+            return False
+        for pod in alloc.pods:
+            node = self.topology.nodes.get(pod.node)
+            if node is None or not pod.devices or not all(0 <= d < node.size for d in pod.devices):
+                return False
+        job = None
+        if alloc.planned:
+            if not all(self.ledger.jobs[v].state == RUNNING for v in victims):
+                return False
+        else:
+            job = RunningJob(
+                job_id=alloc.job_id, vc=alloc.vc, user=alloc.user, priority=alloc.priority, opportunistic=False,
+                started_at=alloc.started_at, lazy_preemption=alloc.lazy_preemption, max_runtime=alloc.max_runtime,
+                min_runtime=alloc.min_runtime, state=PREEMPTING,
+            )
+            mark = self.topology.mark()
+            if self._rebind(job, alloc, reserved=True) is not None:
+                self.topology.rollback(mark)
+                return False
+            self.ledger.register(job)
+            self.topology.commit()
+        pending[alloc.job_id] = PendingPreemption(
+            job_id=alloc.job_id, vc=alloc.vc, user=alloc.user, priority=alloc.priority, decided_at=alloc.started_at,
+            victims=victims, pods=alloc.pods if job is None else job.allocation(self.topology).pods,
+            scopes=plan_scopes(self.topology, alloc.pods), job=job,
+        )
+        return True
 
     def _check_persisted(self, alloc: Allocation) -> str | None:
         if alloc.job_id in self.ledger.jobs:
@@ -104,7 +155,7 @@ class Restorer:
             return "the job has no pods"
         return None
 
-    def _rebind(self, job: RunningJob, alloc: Allocation) -> str | None:
+    def _rebind(self, job: RunningJob, alloc: Allocation, reserved: bool = False) -> str | None:
         vc = self.vcs.get(alloc.vc)
         if vc is None:
             return f"VC {alloc.vc!r} no longer exists"
@@ -114,7 +165,7 @@ class Restorer:
             binding = self._binding_for(vc, node, devices, pod.vc_cell, pod.lent_by, pod.vc_entry)
             if isinstance(binding, str):
                 return f"pod {pod.task_role}[{pod.index}]: {binding}"
-            self.ledger.add_pod(job, RunningPod(pod.task_role, pod.index, node, devices, binding))
+            self.ledger.add_pod(job, RunningPod(pod.task_role, pod.index, node, devices, binding, reserved=reserved))
         return None
 
     def _binding_for(
@@ -168,8 +219,11 @@ class Restorer:
         out = []
         for cell in cells:
             chain = cell.chain
-            lines = [line for tid, line in owner.quota_entries(chain.sku.name) if tid == cell.tid]
-            lines = [line for line in lines if line in (ANY_LINE, cell.line)]
-            lines.sort(key=lambda line: (entry_name(chain, cell.tid, line) != recorded, line == ANY_LINE))
+            lines = [
+                line for tid, line in owner.quota_entries(chain.sku.name)
+                if tid == cell.tid and line in (ANY_LINE, cell.line)
+            ]
+            if len(lines) > 1:
+                lines.sort(key=lambda line: (entry_name(chain, cell.tid, line) != recorded, line == ANY_LINE))
             out += [(cell, line) for line in lines]
         return out

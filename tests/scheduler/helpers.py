@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from scheduler import (
     CellTypeSpec,
     ClusterSpec,
+    CycleResult,
     Engine,
     GangRequest,
     PhysicalCellSpec,
@@ -107,3 +110,27 @@ def status(engine: Engine, vc: str) -> dict[str, tuple[int, int, int, int, int, 
         row.cell_type: (row.guaranteed, row.used, row.free, row.bad, row.borrowed, row.lent)
         for row in engine.vc_status(vc).cells
     }
+
+
+def settle(engine: Engine, queue, now: float, cycles: int = 5) -> CycleResult:
+    """Cycles at ``now``, ``now + 1``, ... until every gang of ``queue`` is placed or
+    rejected or a cycle changes nothing; the victims a cycle tells to stop are released
+    after it, as the worker does once their pods are gone. Returns every preemption and
+    placement of those cycles, with the last cycle's waits and reservations."""
+    queue = list(queue)
+    preemptions, placements, rejected, result = [], [], [], None
+    for i in range(cycles):
+        result = engine.schedule(queue, now + i)
+        preemptions += result.preemptions
+        placements += result.placements
+        rejected += result.rejected
+        done = {a.job_id for a in result.placements} | {r.job_id for r in result.rejected}
+        queue = [g for g in queue if g.job_id not in done]
+        for p in result.preemptions:
+            if not p.lazy:
+                engine.release(p.job_id)
+        if not queue or not (result.preemptions or result.placements or result.reservations):
+            break
+    return replace(
+        result, placements=tuple(placements), preemptions=tuple(preemptions), rejected=tuple(rejected)
+    )

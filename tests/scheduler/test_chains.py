@@ -58,7 +58,8 @@ def rows(engine, name):
 
 
 def test_an_entry_naming_its_chain_binds_only_cells_of_that_chain():
-    engine = Engine(four_chains(), [vc("vc1", ("RACK3.G-NODE", 2)), vc("vc2", ("RACK3.G-NODE", 1)), vc("pool", ("G-NODE", 4))])
+    vcs = [vc("vc1", ("RACK3.G-NODE", 2)), vc("vc2", ("RACK3.G-NODE", 1)), vc("pool", ("G-NODE", 4))]
+    engine = Engine(four_chains(), vcs)
     # The pool's jobs arrive first and would take the rack's nodes if nothing held them.
     first = engine.schedule([gang(f"p{i}", "pool", (1, 16), sku="G", at=i) for i in range(4)], now=0)
     assert len(first.placements) == 4

@@ -5,7 +5,7 @@ import pytest
 
 from scheduler import ConfigurationError, Engine, validate_configuration
 
-from .helpers import a100_cluster, gang, mixed_cluster, nodes_of, placed, rack, status, vc, waiting
+from .helpers import a100_cluster, gang, mixed_cluster, nodes_of, placed, rack, settle, status, vc, waiting
 
 
 def test_configuration_beyond_the_cluster_is_refused_naming_level_and_shortfall():
@@ -76,7 +76,7 @@ def test_vc_preempts_rather_than_split_a_cell_another_vc_is_promised():
     assert {a.job_id: a.pods[0].node for a in engine.allocations()} == {"x1": "n1", "opp": "n2"}
 
     # Taking idle n3 would split r2, the only rack left for "racks".
-    result = engine.schedule([gang("y1", "y", (1, 8))], now=2)
+    result = settle(engine, [gang("y1", "y", (1, 8))], now=2)
 
     assert [p.job_id for p in result.preemptions] == ["opp"]
     assert nodes_of(result, "y1") == ["n2"]
@@ -118,7 +118,7 @@ def test_vc_borrows_idle_cohort_cells_within_limits_and_owner_reclaims_them():
     assert status(engine, "owner") == {"A100-NODE": (2, 0, 1, 0, 0, 1)}
     assert status(engine, "borrower") == {"A100-NODE": (2, 2, 0, 0, 1, 0)}
 
-    result = engine.schedule([gang("back", "owner", (2, 8), priority=10)], now=5)
+    result = settle(engine, [gang("back", "owner", (2, 8), priority=10)], now=5)
 
     assert [p.job_id for p in result.preemptions] == ["extra"]
     assert len(placed(result, "back")) == 2
@@ -170,7 +170,7 @@ def test_borrower_preempts_opportunistic_jobs_on_idle_lender_cells():
     )
     engine.schedule([gang("mine", "borrower", (1, 8)), gang("opp", "owner", (1, 4), priority=-1, at=1)], now=0)
 
-    result = engine.schedule([gang("extra", "borrower", (1, 8))], now=1)
+    result = settle(engine, [gang("extra", "borrower", (1, 8))], now=1)
 
     assert [(p.job_id, p.lazy) for p in result.preemptions] == [("opp", False)]
     assert next(a for a in result.placements if a.job_id == "extra").pods[0].lent_by == "owner"

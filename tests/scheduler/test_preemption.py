@@ -4,7 +4,7 @@ from dataclasses import replace
 
 from scheduler import Engine, Preemption
 
-from .helpers import a100_cluster, gang, mixed_cluster, nodes_of, placed, rack, status, vc, waiting
+from .helpers import a100_cluster, gang, mixed_cluster, nodes_of, placed, rack, settle, status, vc, waiting
 
 
 def two_node_team(**kw):
@@ -15,7 +15,7 @@ def test_guaranteed_job_preempts_whole_opportunistic_gang():
     engine = two_node_team()
     engine.schedule([gang("opp", "team", (2, 8), priority=-1)], now=0)  # both nodes, one gang
 
-    result = engine.schedule([gang("prod", "team", (1, 8), priority=100)], now=10)
+    result = settle(engine, [gang("prod", "team", (1, 8), priority=100)], now=10)
 
     assert result.preemptions == (Preemption("opp", lazy=False, by_job="prod"),)
     assert len(placed(result, "prod")) == 1
@@ -33,10 +33,10 @@ def test_preemption_prefers_fewest_then_lowest_priority_then_most_recent_victims
     assert {a.job_id: a.pods[0].node for a in engine.allocations()} == {
         "old": "n1", "new": "n1", "low": "n2", "big": "n2"}
 
-    result = engine.schedule([gang("urgent", "team", (1, 4), priority=100)], now=10)
+    result = settle(engine, [gang("urgent", "team", (1, 4), priority=100)], now=10)
     assert result.preemptions == (Preemption("low", lazy=False, by_job="urgent"),)
 
-    result = engine.schedule([gang("urgent2", "team", (1, 4), priority=100)], now=11)
+    result = settle(engine, [gang("urgent2", "team", (1, 4), priority=100)], now=11)
     assert result.preemptions == (Preemption("new", lazy=False, by_job="urgent2"),)
 
 
@@ -46,7 +46,7 @@ def test_one_victim_is_preferred_to_several_of_lower_priority():
     engine.schedule([gang(f"opp{i}", "team", (1, 2), priority=-1, at=i) for i in range(4)], now=1)
     assert {a.pods[0].node for a in engine.allocations() if a.job_id.startswith("opp")} == {"n2"}
 
-    result = engine.schedule([gang("prod", "team", (1, 8), priority=100)], now=10)
+    result = settle(engine, [gang("prod", "team", (1, 8), priority=100)], now=10)
 
     assert result.preemptions == (Preemption("one", lazy=False, by_job="prod"),)
 
@@ -55,7 +55,7 @@ def test_no_victim_while_a_placement_without_preemption_exists():
     engine = two_node_team()
     engine.schedule([gang("low", "team", (1, 4), priority=1)], now=0)
 
-    result = engine.schedule([gang("high", "team", (1, 8), priority=100)], now=1)
+    result = settle(engine, [gang("high", "team", (1, 8), priority=100)], now=1)
 
     assert result.preemptions == ()
     assert nodes_of(result, "high") == ["n2"]
@@ -65,8 +65,8 @@ def test_equal_priority_preemptors_do_not_cancel_each_other():
     engine = two_node_team()
     engine.schedule([gang("low", "team", (2, 8), priority=1)], now=0)
 
-    first = engine.schedule([gang("a", "team", (2, 8), priority=50, at=1)], now=10)
-    second = engine.schedule([gang("b", "team", (2, 8), priority=50, at=2)], now=11)
+    first = settle(engine, [gang("a", "team", (2, 8), priority=50, at=1)], now=10)
+    second = settle(engine, [gang("b", "team", (2, 8), priority=50, at=2)], now=11)
 
     assert first.preemptions == (Preemption("low", lazy=False, by_job="a"),)
     assert second.preemptions == ()
@@ -79,7 +79,7 @@ def test_job_only_preempts_lower_priority_jobs_of_its_own_vc():
     engine.schedule([gang("b-low", "b", (1, 8), priority=1)], now=0)
     engine.schedule([gang("a-low", "a", (1, 8), priority=1)], now=0)
 
-    result = engine.schedule([gang("b-high", "b", (1, 8), priority=100)], now=1)
+    result = settle(engine, [gang("b-high", "b", (1, 8), priority=100)], now=1)
 
     assert result.preemptions == (Preemption("b-low", lazy=False, by_job="b-high"),)
     assert "a-low" in [a.job_id for a in engine.allocations()]
@@ -94,7 +94,7 @@ def test_lazy_victim_is_demoted_and_keeps_running_when_other_cells_suffice():
     engine.schedule([gang("mid", "team", (1, 4), priority=50)], now=1)
     lazy_node = engine.allocations()[0].pods[0].node
 
-    result = engine.schedule([gang("prod", "team", (1, 8), priority=100)], now=10)
+    result = settle(engine, [gang("prod", "team", (1, 8), priority=100)], now=10)
 
     assert result.preemptions == (Preemption("lazy", lazy=True, by_job="prod"),)
     # The VC's quota went to prod on another node; the demoted job runs on as
@@ -111,7 +111,7 @@ def test_lazy_victim_is_killed_when_its_devices_are_needed():
     engine = two_node_team()
     engine.schedule([gang("lazy", "team", (2, 8), priority=1, lazy_preemption=True)], now=0)
 
-    result = engine.schedule([gang("prod", "team", (1, 8), priority=100)], now=10)
+    result = settle(engine, [gang("prod", "team", (1, 8), priority=100)], now=10)
 
     assert result.preemptions == (Preemption("lazy", lazy=False, by_job="prod"),)
     assert [a.job_id for a in engine.allocations()] == ["prod"]
@@ -126,7 +126,7 @@ def test_lazy_demotion_reverts_when_the_preemptor_cannot_be_placed():
     v100_part = gang("x", "team", (1, 4, "v"), sku="V100").pods
     preemptor = replace(gang("prod", "team", (1, 8), priority=100), pods=gang("x", "team", (1, 8)).pods + v100_part)
 
-    result = engine.schedule([preemptor], now=10)
+    result = settle(engine, [preemptor], now=10)
 
     assert result.preemptions == ()
     assert engine.allocations() == before
@@ -138,8 +138,8 @@ def test_minimum_runtime_protects_a_victim_until_it_has_run_long_enough():
     engine = two_node_team()
     engine.schedule([gang("young", "team", (2, 8), priority=-1, min_runtime=600)], now=0)
 
-    early = engine.schedule([gang("prod", "team", (1, 8), priority=100)], now=300)
-    late = engine.schedule([gang("prod", "team", (1, 8), priority=100)], now=600)
+    early = settle(engine, [gang("prod", "team", (1, 8), priority=100)], now=300)
+    late = settle(engine, [gang("prod", "team", (1, 8), priority=100)], now=600)
 
     assert early.preemptions == ()
     assert "1 job it could preempt is within the minimum runtime until ~00:10 UTC (in 5 min)" in waiting(early)["prod"]
@@ -156,7 +156,7 @@ def test_owner_reclaims_a_lazy_borrower_by_demoting_it():
                      gang("own", "owner", (1, 8), at=2)], now=0)
     assert {p.lent_by for a in engine.allocations() if a.job_id == "lent" for p in a.pods} == {"owner"}
 
-    result = engine.schedule([gang("back", "owner", (1, 8))], now=10)
+    result = settle(engine, [gang("back", "owner", (1, 8))], now=10)
 
     # The borrowed node goes back to the owner's quota; with a free node left in the
     # cluster the demoted borrower keeps running there as opportunistic.

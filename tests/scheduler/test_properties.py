@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from scheduler import ClusterSpec, Engine, GangRequest, PhysicalCellSpec, PodRequest
 
-from .helpers import A100, A100_TYPES, CPU, CPU_TYPES, V100, V100_TYPES, rack, vc
+from .helpers import A100, A100_TYPES, CPU, CPU_TYPES, V100, V100_TYPES, rack, settle, vc
 
 CLUSTER = ClusterSpec(
     skus=(A100, V100, CPU),
@@ -61,12 +61,18 @@ def submit(draw):
     )
 
 
+# A production gang the size of one of the VC's cells: it preempts when the VC is busy.
+URGENT = {"a": ("A100", ((1, 8),)), "b": ("A100", ((2, 8),)), "c": ("V100", ((1, 8),))}
+
 EVENTS = st.lists(
     st.one_of(
         submit(),
         st.just(("cycle",)),
         st.tuples(st.just("release"), st.integers(0, 50)),
         st.tuples(st.just("health"), st.sampled_from(NODES), st.booleans()),
+        st.tuples(st.just("urgent"), st.sampled_from(sorted(URGENT))),
+        st.tuples(st.just("fill"), st.sampled_from(sorted(URGENT)), st.sampled_from((-1, 1)), st.booleans()),
+        st.tuples(st.just("gone"), st.integers(0, 50)),
     ),
     min_size=1,
     max_size=25,
@@ -95,55 +101,104 @@ def run(events):
     now = 0.0
     for n, event in enumerate(events):
         now += 10.0
-        if event[0] == "submit":
+        if event[0] in ("submit", "urgent", "fill"):
+            kind = event[0]
+            if kind != "submit":
+                # A gang the size of a cell of the VC: a low-priority one that fills it
+                # (placed at once), or an urgent one, which then gets the two cycles a
+                # preemption takes (plan, then commit).
+                sku, roles = URGENT[event[1]]
+                priority, lazy = (100, False) if kind == "urgent" else event[2:]
+                event = ("submit", event[1], sku, roles, priority, lazy, 0.0, None, f"u-{kind}", None)
             gang = make_gang(n, event, now)
             submitted[gang.job_id] = queue[gang.job_id] = gang
+            for i in range({"submit": 0, "fill": 1, "urgent": 2}[kind]):
+                cycle(engine, queue, results, now + i + 1)
         elif event[0] == "cycle":
-            before = {a.job_id: a for a in engine.allocations()}
-            result = engine.schedule(list(queue.values()), now)
-            for done in list(result.placements) + list(result.rejected):
-                queue.pop(done.job_id)
-            results.append(result)
-            check_cycle(before, {a.job_id: a for a in engine.allocations()}, result)
+            cycle(engine, queue, results, now)
         elif event[0] == "release":
             running = sorted(a.job_id for a in engine.allocations())
             if running:
                 engine.release(running[event[1] % len(running)])
+        elif event[0] == "gone":
+            # A preempted job's pods are gone: the worker releases it.
+            stopping = sorted(a.job_id for a in engine.allocations() if a.state == "terminating")
+            if stopping:
+                engine.release(stopping[event[1] % len(stopping)])
         else:
             engine.set_node_health(event[1], event[2])
         yield engine, submitted, results
 
 
+def cycle(engine: Engine, queue: dict[str, GangRequest], results: list, now: float) -> None:
+    before = {a.job_id: a for a in engine.allocations()}
+    result = engine.schedule(list(queue.values()), now)
+    for done in list(result.placements) + list(result.rejected):
+        queue.pop(done.job_id)
+    results.append(result)
+    check_cycle(before, {a.job_id: a for a in engine.allocations()}, result)
+
+
 def check_cycle(before: dict, after: dict, result) -> None:
-    """Every change to the running jobs is one the cycle reports."""
-    killed = {p.job_id for p in result.preemptions if not p.lazy}
-    # A job demoted by one gang may be killed by a later one in the same cycle.
-    demoted = {p.job_id for p in result.preemptions if p.lazy} - killed
-    assert set(before) - set(after) == killed | set(result.expired)
-    assert set(after) - set(before) == {a.job_id for a in result.placements}
-    for job_id in demoted:
+    """Every change to the jobs is one the cycle reports, and every victim it stops
+    holds devices its preemptor's placement uses."""
+    stopped = {p.job_id for p in result.preemptions if not p.lazy}
+    demoted = {p.job_id for p in result.preemptions if p.lazy}
+    placed = {a.job_id for a in result.placements}
+    reserving = {r.job_id for r in result.reservations if r.kind == "preemption"}
+    for job_id in set(before) - set(after):
+        # Gone in a cycle: expired, or a preemption abandoned (its gang placed elsewhere or re-deciding).
+        assert job_id in result.expired or before[job_id].state == "preempting", job_id
+    for job_id in set(after) - set(before):
+        assert job_id in placed | reserving, job_id
+    for job_id in placed:
+        assert after[job_id].state == "running"
+    for job_id in stopped:
+        assert before[job_id].state == "running" and after[job_id].state == "terminating"
+    for job_id in demoted - stopped:
         assert after[job_id].opportunistic and after[job_id].lazy_preempted
         assert not before[job_id].opportunistic
-    for job_id in set(before) & set(after) - demoted:
+    for job_id in set(before) & set(after) - stopped - demoted - placed - reserving:
         assert after[job_id] == before[job_id]
     for p in result.preemptions:
-        assert p.by_job in {a.job_id for a in result.placements}
+        preemptor = after[p.by_job]
+        assert p.by_job in placed or (preemptor.state == "preempting" and not preemptor.planned)
+        if not p.lazy:
+            assert p.job_id in preemptor.victims
+            uses = {(pod.node, d) for pod in preemptor.pods for d in pod.devices}
+            assert any((pod.node, d) in uses for pod in after[p.job_id].pods for d in pod.devices), p
 
 
 def check_state(engine: Engine, submitted: dict[str, GangRequest]) -> None:
+    """All or nothing; no device used by two live gangs (running, terminating); a
+    preempting gang's devices are free or used by its own victims only, and reserved by
+    no other gang."""
     seen: dict[tuple[str, int], str] = {}
-    for alloc in engine.allocations():
+    allocs = {a.job_id: a for a in engine.allocations()}
+    for alloc in allocs.values():
         gang = submitted[alloc.job_id]
-        # All or nothing: every pod of the gang, with the devices it asked for.
         assert sorted((p.task_role, p.index, len(p.devices)) for p in alloc.pods) == sorted(
             (p.task_role, p.index, p.leaf_cells) for p in gang.pods
         )
         for pod in alloc.pods:
             assert len(set(pod.devices)) == len(pod.devices)
+            if alloc.state == "preempting":
+                continue
             for d in pod.devices:
                 assert (pod.node, d) not in seen, f"device {pod.node}/{d} used twice"
                 seen[(pod.node, d)] = alloc.job_id
-            assert (pod.vc_cell is None) == alloc.opportunistic
+            assert (pod.vc_cell is None) == (alloc.opportunistic or alloc.state == "terminating")
+    reserved: dict[tuple[str, int], str] = {}
+    for alloc in allocs.values():
+        if alloc.state != "preempting":
+            continue
+        for pod in alloc.pods:
+            for d in pod.devices:
+                assert (pod.node, d) not in reserved, f"device {pod.node}/{d} reserved twice"
+                reserved[(pod.node, d)] = alloc.job_id
+                assert seen.get((pod.node, d)) in (None, *alloc.victims), (alloc.job_id, pod.node, d, seen.get((pod.node, d)))
+        for victim in alloc.victims:
+            assert allocs[victim].state == ("running" if alloc.planned else "terminating")
     for node in NODES:
         for use in engine.node_status(node).used:
             assert seen.pop((node, use.index)) == use.job_id
@@ -166,12 +221,17 @@ def check_guarantees(engine: Engine) -> None:
     cells (preempting only what it may preempt): nothing broke its safety."""
     for spec in VCS:
         copy = clone(engine)
+        # Preempted jobs hold their devices until their pods are gone; then the VC's
+        # cells must all be obtainable.
+        for alloc in copy.allocations():
+            if alloc.state == "terminating":
+                copy.release(alloc.job_id)
         pods = []
         for cell_type, count in spec.cells:
             sku, per_cell, leaves = CELL_PODS[cell_type]
             pods += [PodRequest(cell_type, i, sku, leaves) for i in range(count * per_cell)]
         probe = GangRequest("probe", spec.name, "probe", 1000, tuple(pods), 0.0)
-        result = copy.schedule([probe], now=10_000.0)
+        result = settle(copy, [probe], now=10_000.0)
         assert [a.job_id for a in result.placements] == ["probe"], result.waiting
         running = {a.job_id: a for a in engine.allocations()}
         for victim in result.preemptions:
