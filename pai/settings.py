@@ -290,9 +290,11 @@ PAI_KUBE_SKU_LABEL, PAI_KUBE_TOPOLOGY_LABELS = env("PAI_KUBE_SKU_LABEL", "pai.sk
 PAI_KUBE_ASSIGN_DEVICES = env_bool("PAI_KUBE_ASSIGN_DEVICES")  # pai's device indices via NVIDIA_VISIBLE_DEVICES, not the device plugin
 
 # --- REST API -------------------------------------------------------------------------
-PAI_THROTTLE_API = env("PAI_THROTTLE_API", "600/min")
-PAI_THROTTLE_JOB_SUBMIT = env("PAI_THROTTLE_JOB_SUBMIT", "60/hour")
-PAI_THROTTLE_JOB_LIST = env("PAI_THROTTLE_JOB_LIST", "60/min")
+# Abuse limits, as bursts per second: a user's sweep of a few hundred jobs in a minute (and
+# the polling that follows them) goes through; a runaway loop is slowed down.
+PAI_THROTTLE_API = env("PAI_THROTTLE_API", "50/second")
+PAI_THROTTLE_JOB_SUBMIT = env("PAI_THROTTLE_JOB_SUBMIT", "20/second")
+PAI_THROTTLE_JOB_LIST = env("PAI_THROTTLE_JOB_LIST", "10/second")
 # The longest job document a submission may carry (413 beyond). OpenPAI's REST server took
 # 100 kB (its body parser's default); pai allows a little more.
 PAI_JOB_PROTOCOL_MAX_BYTES = int(env("PAI_JOB_PROTOCOL_MAX_BYTES", str(256 * 1024)))
@@ -318,9 +320,8 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "rest_framework.pagination.LimitOffsetPagination",
     "PAGE_SIZE": 100,
     "EXCEPTION_HANDLER": "pai.api.errors.exception_handler",
-    # OpenPAI's limits: 600 requests a minute per client on every route; per user, 60 job
-    # submissions an hour and 60 job lists a minute (the jobs views' scoped throttles).
-    # Counters live in the default cache.
+    # Bursts per client on every route, and per user on job submissions and job lists (the
+    # jobs views' scoped throttles, which tenants may override). Counters live in the default cache.
     "DEFAULT_THROTTLE_CLASSES": [
         "rest_framework.throttling.AnonRateThrottle",
         "rest_framework.throttling.UserRateThrottle",

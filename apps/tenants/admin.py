@@ -35,6 +35,9 @@ class TenantAdmin(TenantScopedAdmin):
     fieldsets = (
         (None, {"fields": ("name", "slug", "description", "contact_email")}),
         ("Jobs", {"fields": ("job_retention_days",)}),
+        ("Rate limits", {"fields": ("job_submit_rate", "job_list_rate"),
+                         "description": "Per member: bursts of job submissions and job lists. Only platform "
+                                        "admins change them."}),
         ("Idle GPUs", {"fields": ("idle_gpu_threshold_percent", "idle_gpu_hours", "idle_gpu_action")}),
         (
             "Onboarding e-mail",
@@ -53,7 +56,7 @@ class TenantAdmin(TenantScopedAdmin):
 
     def get_readonly_fields(self, request, obj=None):
         # A tenant admin edits policies, not the tenant's identity.
-        return () if is_platform_admin(request.user) else ("name", "slug")
+        return () if is_platform_admin(request.user) else ("name", "slug", "job_submit_rate", "job_list_rate")
 
     def get_prepopulated_fields(self, request, obj=None):
         return self.prepopulated_fields if is_platform_admin(request.user) else {}

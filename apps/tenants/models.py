@@ -1,10 +1,17 @@
 from django.conf import settings
-from django.core.validators import MaxValueValidator, MinValueValidator
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 
 from .choices import IdleGpuAction, MembershipRole, OnboardingEmailStatus
 from .mailtemplate import validate_text
 from .querysets import TenantOwnedQuerySet, TenantQuerySet
+
+
+# DRF's throttle rates: requests per second, minute, hour or day.
+rate_validator = RegexValidator(
+    r"^[1-9][0-9]{0,8}/(s|sec|second|m|min|minute|h|hour|d|day)$",
+    "A number of requests per second, minute, hour or day, such as 50/second.",
+)
 
 
 class Tenant(models.Model):
@@ -33,6 +40,15 @@ class Tenant(models.Model):
         blank=True,
         validators=[validate_text],
         help_text="The onboarding e-mail's text with {{ placeholders }}; empty uses pai's default text.",
+    )
+    job_submit_rate = models.CharField(
+        max_length=20, blank=True, validators=[rate_validator],
+        help_text="Job submissions a member may send (a burst limit, such as 50/second); empty: the site's "
+        "PAI_THROTTLE_JOB_SUBMIT.",
+    )
+    job_list_rate = models.CharField(
+        max_length=20, blank=True, validators=[rate_validator],
+        help_text="Job lists a member may ask for (such as 20/second); empty: the site's PAI_THROTTLE_JOB_LIST.",
     )
     created_at = models.DateTimeField(auto_now_add=True)
 

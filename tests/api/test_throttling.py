@@ -7,9 +7,9 @@ from rest_framework.throttling import SimpleRateThrottle
 from .openpai import assert_error
 
 
-def test_defaults_are_openpais():
+def test_defaults_are_bursts_per_second():
     rates = settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]
-    assert rates == {"anon": "600/min", "user": "600/min", "job_submit": "60/hour", "job_list": "60/min"}
+    assert rates == {"anon": "50/second", "user": "50/second", "job_submit": "20/second", "job_list": "10/second"}
 
 
 @pytest.fixture
