@@ -222,6 +222,9 @@ def test_log_locations_list_only_logs_that_exist(world, api, jobs, tmp_path):
         assert full.status_code == 200 and b"".join(full.streaming_content).startswith(b"step 0\n")
         tail = b"".join(client.get(f"{base}/all?tail-mode=true").streaming_content)
         assert len(tail) == 16 * 1024 and tail.endswith(b"step 4999\n")
+        # Asked with tail mode, the locations point at the tail (OpenPAI's `tail-mode`, the JS SDK's `tailMode`).
+        for query in ("tail-mode=true", "tailMode=true"):
+            assert client.get(f"{base}?{query}").json()["locations"][0]["uri"].endswith("/all?tail-mode=true")
         admin = api(world.a_admin)
         empty = "/api/v2/jobs/a_admin~third/attempts/0/taskRoles/taskrole/taskIndex/0/attempts/0/logs"
         assert admin.get(empty).json() == {"locations": []}

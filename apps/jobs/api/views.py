@@ -599,6 +599,11 @@ def _kept_log(task_attempt):
     return TaskLog.objects.filter(pk=task_attempt.pk).values_list("text", flat=True).first()
 
 
+def _tail_mode(request):
+    params = request.query_params
+    return "true" in (params.get("tail-mode", "").lower(), params.get("tailMode", "").lower())
+
+
 class TaskAttemptLogsView(APIView):
     @extend_schema(
         operation_id="getTaskAttemptLogs", summary="Where a task attempt's logs are", description=docs.LOGS,
@@ -611,7 +616,11 @@ class TaskAttemptLogsView(APIView):
         )
         locations = []
         if _log_file(task_attempt) is not None or _kept_log(task_attempt) is not None:
-            locations.append({"name": "all", "uri": _log_uri(request, job, task.job_attempt, task, task_attempt)})
+            uri = _log_uri(request, job, task.job_attempt, task, task_attempt)
+            # OpenPAI's clients ask for the tail here (`tail-mode`, or the JS SDK's `tailMode`).
+            if _tail_mode(request):
+                uri += "?tail-mode=true"
+            locations.append({"name": "all", "uri": uri})
         return Response({"locations": locations})
 
 
@@ -634,11 +643,11 @@ class TaskAttemptLogView(APIView):
             if kept is None:
                 raise NoJobError("This task attempt has no log yet.")
             data = kept.encode()
-            if request.query_params.get("tail-mode", "").lower() == "true":
+            if _tail_mode(request):
                 data = data[-LOG_TAIL_BYTES:]
             return HttpResponse(data, content_type="text/plain; charset=utf-8")
         handle = path.open("rb")
-        if request.query_params.get("tail-mode", "").lower() == "true":
+        if _tail_mode(request):
             size = path.stat().st_size
             handle.seek(max(0, size - LOG_TAIL_BYTES))
         return FileResponse(handle, content_type="text/plain; charset=utf-8")
