@@ -41,8 +41,8 @@ attemptId)`). pai adds `jobPriority`, `waitReason` (why a waiting job waits) and
 EVENTS = "Kubernetes events about the job's pods, oldest first, as the worker recorded them."
 
 LOGS = """The log files the backend has written for this task attempt, each with a URI that
-serves its text (`?tail-mode=true` or `tailMode=true`, here or on the text, for the last 16 KiB). Empty until a pod has written
-a log: pai lists only logs that exist. On Kubernetes the worker keeps the end of a
+serves its text (`?tail-mode=true` or `tailMode=true`, here or on the text, for the last
+16 KiB). Empty until a pod has written a log: pai lists only logs that exist. On Kubernetes the worker keeps the end of a
 task's log (the last 1,000 lines, at most `PAI_TASK_LOG_KEEP_BYTES`) when its pod ends,
 and deletes the pod: that end is what the URI serves afterwards."""
 
