@@ -48,6 +48,16 @@ PRIORITY_OF_CLASS = {PriorityClass(name): priority for name, priority in PRIORIT
 DEFAULT_PRIORITY_CLASS = PriorityClass.TEST
 
 
+class NotificationEvent(models.TextChoices):
+    """The transitions `extras.jobStatusChangeNotification` may ask an e-mail for."""
+
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    STOPPED = "stopped"
+    RETRIED = "retried"
+
+
 class EventType(models.TextChoices):
     NORMAL = "Normal"
     WARNING = "Warning"

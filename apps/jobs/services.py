@@ -10,6 +10,7 @@ from apps.virtualclusters.capacity import submit_limits
 from apps.virtualclusters.models import VirtualCluster
 from pai.api.errors import PayloadTooLargeError
 
+from . import notifications
 from .choices import COMPLETED_STATES, STOP_REQUESTED_EXIT_CODE, ExecutionType, JobState, JobSubState
 from .errors import ConflictJobError, ForbiddenUserError, InvalidParametersError, InvalidProtocolError
 from .errors import NoVirtualClusterError
@@ -189,6 +190,8 @@ def set_execution_type(user, job, value):
             state=JobState.STOPPED, sub_state=JobSubState.COMPLETED, completed_at=now,
             exit_code=STOP_REQUESTED_EXIT_CODE,
         )
+        last = job.attempts.order_by("-index").values_list("index", flat=True).first()
+        notifications.record_transitions([(job.pk, -1 if last is None else last, "stopped")])
     job.save()
     transaction.on_commit(_kick_scheduler)
     record(user, "job.stop", job, changes={

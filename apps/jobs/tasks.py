@@ -4,6 +4,7 @@ import time
 
 from django.db import transaction
 
+from . import notifications
 from .retention import delete_expired_jobs
 from .worker.loop import run_scheduler
 
@@ -17,6 +18,7 @@ STANDBY_SECONDS = 10
 SCHEDULES = {
     "jobs.scheduler_loop": ("apps.jobs.tasks.scheduler_loop", 1),
     "jobs.retention": ("apps.jobs.tasks.retention", 60),
+    "jobs.notifications": ("apps.jobs.tasks.resend_job_notifications", 5),
 }
 
 
@@ -32,6 +34,14 @@ def _start_successor():
 
 def retention():
     return delete_expired_jobs()
+
+
+def send_job_notification(pk):
+    return notifications.send(pk)
+
+
+def resend_job_notifications():
+    return notifications.resend_unsent()
 
 
 def ensure_schedules():

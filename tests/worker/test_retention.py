@@ -44,4 +44,4 @@ def test_schedules_are_created_once_by_name(db):
     ensure_schedules()
     ensure_schedules()
     names = list(Schedule.objects.filter(name__startswith="jobs.").values_list("name", flat=True))
-    assert sorted(names) == ["jobs.retention", "jobs.scheduler_loop"]
+    assert sorted(names) == ["jobs.notifications", "jobs.retention", "jobs.scheduler_loop"]

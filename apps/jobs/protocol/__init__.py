@@ -186,8 +186,6 @@ def _warnings(document):
             f"extras.com.microsoft.pai.runtimeplugin[{i}]: runtime plugin '{plugin['plugin']}' is kept; "
             "pai does not run runtime plugins yet"
         )
-    if "jobStatusChangeNotification" in extras:
-        warnings.append("extras.jobStatusChangeNotification: kept; pai sends no job status notifications yet")
     hived = extras.get("hivedScheduler") or {}
     for key in hived:
         if key not in _KNOWN_HIVED:

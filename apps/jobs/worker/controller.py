@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 
 from django.conf import settings
 from django.db import DatabaseError, transaction
-from django.db.models import Q
+from django.db.models import Max, Q
 from django.utils import timezone
 
 from apps.clusters.models import CellType, Node
@@ -49,6 +49,7 @@ from scheduler.backends import (
 from scheduler.podenv import PortAllocator, PortsExhaustedError
 
 from ..choices import JobState, JobSubState
+from .. import notifications
 from ..models import Job, JobAttempt, JobEvent, Task, TaskAttempt, TaskLog
 from . import launch
 from .bulk import bulk_set
@@ -587,14 +588,21 @@ class Controller:
     def _finish_stops_between_attempts(self):
         """A stop that came while the job waited to be retried has no pods to delete."""
         stopped = self._jobs().filter(execution_type="STOP", state=JobState.STOPPING, placement__isnull=True)
-        stopped.exclude(attempts__completed_at__isnull=True).update(
-            state=JobState.STOPPED,
-            sub_state=JobSubState.COMPLETED,
-            app_exit_code=exitcodes.STOP_REQUESTED,
-            completed_at=timezone.now(),
-            wait_reason="",
-            queue_position=None,
+        last = dict(
+            stopped.exclude(attempts__completed_at__isnull=True).values_list("pk").annotate(index=Max("attempts__index"))
         )
+        if not last:
+            return
+        with transaction.atomic():
+            Job.objects.filter(pk__in=list(last), state=JobState.STOPPING).update(
+                state=JobState.STOPPED,
+                sub_state=JobSubState.COMPLETED,
+                app_exit_code=exitcodes.STOP_REQUESTED,
+                completed_at=timezone.now(),
+                wait_reason="",
+                queue_position=None,
+            )
+            notifications.record_transitions([(pk, index, "stopped") for pk, index in last.items()])
 
     @staticmethod
     def _unprocessable(attempt, doing, exc):
@@ -650,6 +658,7 @@ class Controller:
             Job.objects.filter(pk__in=[a.job_id for a in attempts]).update(
                 sub_state=JobSubState.ATTEMPT_RUNNING, state=JobState.RUNNING, launched_at=now, wait_reason=""
             )
+            notifications.record_transitions([(a.job_id, a.index, "running") for a in attempts])
         for attempt in attempts:
             attempt.sub_state, attempt.state, attempt.launched_at = JobSubState.ATTEMPT_RUNNING, JobState.RUNNING, now
 
@@ -747,6 +756,7 @@ class Controller:
             ).values_list("job_id", "exit_spec_code"):
                 if code is not None and exitcodes.row(code).type == "unknown":
                     counted[job_id] = counted.get(job_id, 0) + 1
+            transitions = []
             for attempt in attempts:
                 job = jobs[attempt.job_id]
                 row = exitcodes.row(attempt.exit_spec_code if attempt.exit_spec_code is not None else attempt.exit_code)
@@ -769,12 +779,14 @@ class Controller:
                     job.retries_resource = decision.state.resource
                     job.state, job.sub_state = JobState.WAITING, JobSubState.ATTEMPT_CREATION_PENDING
                     job.wait_reason = f"Retrying after {row.phrase} ({attempt.exit_code}); waiting for cells."
+                    transitions.append((job.pk, attempt.index, "retried"))
                 else:
                     job.state = decision.final_state.value
                     job.sub_state = JobSubState.COMPLETED
                     job.app_exit_code = decision.exit_code
                     job.completed_at = now
                     job.wait_reason = ""
+                    transitions.append((job.pk, attempt.index, job.state.lower()))
             bulk_set(JobAttempt, attempts, ["completed_at", "sub_state", "state"])
             usage_ledger.record_attempts(attempts, now)
             failpoint("during-completion")
@@ -782,6 +794,7 @@ class Controller:
                 "placement", "queue_position", "retries", "retries_user", "retries_platform", "retries_resource",
                 "state", "sub_state", "wait_reason", "app_exit_code", "completed_at",
             ])
+            notifications.record_transitions(transitions)
         for attempt in attempts:
             self.engine.release(engine_job_id(attempt.job_id))
 
@@ -908,14 +921,17 @@ class Controller:
 
     def _reject(self, job, message):
         row = exitcodes.row(exitcodes.POD_CREATION_PERMANENT_ERROR)
-        Job.objects.filter(pk=job.pk, placement__isnull=True, state=JobState.WAITING).update(
-            state=JobState.FAILED,
-            sub_state=JobSubState.COMPLETED,
-            app_exit_code=row.code,
-            completed_at=timezone.now(),
-            wait_reason=f"This job can never run here: {message}",
-            queue_position=None,
-        )
+        with transaction.atomic():
+            failed = Job.objects.filter(pk=job.pk, placement__isnull=True, state=JobState.WAITING).update(
+                state=JobState.FAILED,
+                sub_state=JobSubState.COMPLETED,
+                app_exit_code=row.code,
+                completed_at=timezone.now(),
+                wait_reason=f"This job can never run here: {message}",
+                queue_position=None,
+            )
+            if failed:
+                notifications.record_transitions([(job.pk, -1, "failed")])
 
     def _record_waits(self, jobs, waiting):
         for info in waiting:
