@@ -113,6 +113,21 @@ def policy(nonce):
     )
 
 
+def client_address(request):
+    """The client's address: REMOTE_ADDR, or behind `PAI_TRUSTED_PROXY_COUNT` proxies (an
+    ingress, a load balancer) the address the farthest of them saw, from X-Forwarded-For.
+    Entries a client wrote itself sit further left and are never used."""
+    if request is None:
+        return ""
+    address = request.META.get("REMOTE_ADDR", "")
+    proxies = settings.PAI_TRUSTED_PROXY_COUNT
+    if proxies:
+        forwarded = [part.strip() for part in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",") if part.strip()]
+        if len(forwarded) >= proxies:
+            address = forwarded[-proxies]
+    return address[:64]
+
+
 _current_request = contextvars.ContextVar("pai_current_request", default=None)
 
 

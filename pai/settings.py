@@ -213,10 +213,17 @@ PAI_OIDC_ACCESS_CONTACT = env("PAI_OIDC_ACCESS_CONTACT", "the administrator of y
 # page forwards them to the provider.
 LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/"
-# Brute-force protection of every password login (API, pages, admin): this many failures
-# for one user name, or from one address, lock it out for the lockout period.
+# Brute-force protection of every password login (API, pages, admin), `apps/accounts/lockout.py`:
+# this many failures for a user name from one address lock it out from there for the lockout
+# period; for a user name from anywhere (more), its unknown addresses, twice as long each
+# time; from one address for any name, that address except for users who signed in from it.
 PAI_LOGIN_MAX_FAILURES = int(env("PAI_LOGIN_MAX_FAILURES", "10"))
+PAI_LOGIN_USER_MAX_FAILURES = int(env("PAI_LOGIN_USER_MAX_FAILURES", "30"))
+PAI_LOGIN_ADDRESS_MAX_FAILURES = int(env("PAI_LOGIN_ADDRESS_MAX_FAILURES", "50"))
 PAI_LOGIN_LOCKOUT_SECONDS = int(env("PAI_LOGIN_LOCKOUT_SECONDS", "900"))
+PAI_LOGIN_KNOWN_ADDRESS_DAYS = int(env("PAI_LOGIN_KNOWN_ADDRESS_DAYS", "90"))
+# Proxies in front of pai that append the client's address to X-Forwarded-For (an ingress: 1).
+PAI_TRUSTED_PROXY_COUNT = int(env("PAI_TRUSTED_PROXY_COUNT", "0"))
 # The longest a login token lives (OpenPAI's default lifetime); application tokens do not expire.
 PAI_LOGIN_TOKEN_MAX_SECONDS = int(env("PAI_LOGIN_TOKEN_MAX_SECONDS", str(7 * 24 * 3600)))
 

@@ -91,3 +91,35 @@ class UserProfile(models.Model):
 
     def __str__(self):
         return f"profile of {self.user}"
+
+
+class LoginThrottle(models.Model):
+    """Failed password logins counted for one scope — a user name from one address, a user
+    name from anywhere, or an address for any name — and the lockout they caused
+    (`lockout.py`). `key` is a digest of the scope, so that user names need no escaping
+    and unknown names are counted like real ones."""
+
+    key = models.CharField(max_length=64, unique=True)
+    failures = models.PositiveIntegerField(default=0)
+    window_ends = models.DateTimeField(db_index=True)
+    # Lockouts of this scope so far: each per-user lockout lasts twice the one before.
+    strikes = models.PositiveIntegerField(default=0)
+    locked_until = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self):
+        return f"{self.failures} failed logins ({self.key[:12]}…)"
+
+
+class KnownLoginAddress(models.Model):
+    """An address a user signed in from with their password: a lockout caused by failures
+    elsewhere never keeps them out from here."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="known_login_addresses")
+    address = models.CharField(max_length=64)
+    last_login_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "address"], name="unique_known_login_address")]
+
+    def __str__(self):
+        return f"{self.user} from {self.address}"

@@ -29,7 +29,7 @@ def count_login_failure(sender, credentials, request=None, **kwargs):
 
 @receiver(user_logged_in, dispatch_uid="pai-login-success-resets-counter")
 def reset_login_failures(sender, request, user, **kwargs):
-    lockout.register_success(user.get_username())
+    lockout.register_success(user, request)
 
 
 @receiver(post_save, sender=settings.AUTH_USER_MODEL, dispatch_uid="pai-revoke-tokens-of-changed-user")

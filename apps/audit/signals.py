@@ -11,18 +11,14 @@ from django.dispatch import receiver
 from guardian.models.models import BaseObjectPermission
 
 from apps.tenants.admin_mixins import AuditedAdminMixin
-from pai.security import current_user
+from pai.security import client_address, current_user
 
 from .services import is_recorded_by_service, record
 
 
-def _address(request):
-    return request.META.get("REMOTE_ADDR", "") if request is not None else ""
-
-
 @receiver(user_logged_in, dispatch_uid="pai-audit-login")
 def audit_login(sender, request, user, **kwargs):
-    record(user, "auth.login", user, changes={"address": _address(request)})
+    record(user, "auth.login", user, changes={"address": client_address(request)})
 
 
 @receiver(user_login_failed, dispatch_uid="pai-audit-login-failed")
@@ -34,14 +30,14 @@ def audit_login_failed(sender, credentials, request=None, **kwargs):
         "auth.login_failed",
         object_type="auth.user",
         object_repr=username,
-        changes={"username": username, "address": _address(request)},
+        changes={"username": username, "address": client_address(request)},
     )
 
 
 @receiver(user_logged_out, dispatch_uid="pai-audit-logout")
 def audit_logout(sender, request, user, **kwargs):
     if user is not None:
-        record(user, "auth.logout", user, changes={"address": _address(request)})
+        record(user, "auth.logout", user, changes={"address": client_address(request)})
 
 
 def _permission_changes(instance):

@@ -78,8 +78,10 @@ class BasicLoginView(ApiView):
         "seconds (default 7 days), at most `PAI_LOGIN_TOKEN_MAX_SECONDS` (7 days by default; longer is shortened "
         "to it). A password change, a deactivation or a removal from a team revokes every token of the user, "
         "login and application. Wrong user name and wrong password answer alike, so that the answer "
-        "does not tell which accounts exist. After `PAI_LOGIN_MAX_FAILURES` failures for a user name or from an "
-        "address, logins are refused with 429 for `PAI_LOGIN_LOCKOUT_SECONDS`.",
+        "does not tell which accounts exist. After `PAI_LOGIN_MAX_FAILURES` failures for a user name from an "
+        "address, its logins from there are refused with 429 for `PAI_LOGIN_LOCKOUT_SECONDS`; many failures for a "
+        "name from anywhere, or from one address for many names, lock out only addresses the user never signed "
+        "in from.",
         request={"application/x-www-form-urlencoded": s.LoginSerializer, "application/json": s.LoginSerializer},
         responses={200: s.LoginResponseSerializer, **errors(400),
                    429: OpenApiResponse(ErrorSerializer, description="TooManyRequestsError: too many failed "
@@ -102,7 +104,7 @@ class BasicLoginView(ApiView):
         user = authenticate(request, username=data["username"], password=data["password"])
         if user is None:
             raise IncorrectPasswordError("Username or password is incorrect.")
-        lockout.register_success(user.get_username())
+        lockout.register_success(user, request)
         _, token = services.issue_login_token(user, data.get("expiration"))
         return Response({"user": user.username, "token": token, "admin": is_platform_admin(user)})
 
