@@ -98,10 +98,10 @@ def test_pai_directories_are_hidden_even_inside_a_system_directory(state_dir):
             f.write("the database")
         backend = LocalBackend(state_dir, NODES, isolation=Isolation(mode="required", hidden=(data,)))
         code, log = run(backend, spec("opt", f'ls -A /opt | grep -c . ; ls -A {data} | wc -l; cat {data}/pai.sqlite3'))
-        shown, inside, cat = log.split("\n", 2)
+        shown, inside = backend.read_log("opt", stream="stdout").split()
         assert int(shown) == len(os.listdir("/opt"))  # /opt is shown ...
         assert int(inside) == 0  # ... but pai's directory in it is empty
-        assert "No such file" in cat and "the database" not in log
+        assert "No such file" in backend.read_log("opt", stream="stderr") and "the database" not in log
     finally:
         shutil.rmtree(data)
 
@@ -121,8 +121,9 @@ def test_read_only_storages_and_secrets_cannot_be_changed(sandboxed, tmp_path):
     )
     code, log = run(sandboxed, spec("storage", script, storage_mounts=mounts, secrets={"token": "t0k"}))
     assert code == 0, log
-    assert "shared data\n" in log and "Read-only file system" in log and "ro-refused" in log
-    assert "t0k\n" in log and "secret-kept" in log
+    assert sandboxed.read_log("storage", stream="stdout") == "shared data\nro-refused\nt0k\nsecret-kept\n"
+    errors = sandboxed.read_log("storage", stream="stderr").splitlines()
+    assert len(errors) == 2 and all(line.endswith("Read-only file system") for line in errors), errors
     assert not (ro / "new").exists()
     assert (rw / "out").read_text() == "written\n"
     # The directory the backend made for the storage, and what the task wrote, are the tenant's.
@@ -131,7 +132,8 @@ def test_read_only_storages_and_secrets_cannot_be_changed(sandboxed, tmp_path):
 
 def test_the_task_has_no_privileges_and_a_shm_of_its_size(sandboxed):
     script = "grep -E '^(CapEff|CapBnd|NoNewPrivs)' /proc/self/status; stat -f -c 'shm %b %S' /dev/shm; su -c true root"
-    code, log = run(sandboxed, spec("privs", script, shm_mb=64))
+    code, _ = run(sandboxed, spec("privs", script, shm_mb=64))
+    log = sandboxed.read_log("privs", stream="stdout")
     assert "CapEff:\t0000000000000000" in log and "CapBnd:\t0000000000000000" in log
     assert "NoNewPrivs:\t1" in log
     blocks, size = (int(v) for v in log.split("shm ")[1].split()[:2])

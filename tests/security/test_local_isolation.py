@@ -133,7 +133,8 @@ def test_a_job_reads_its_own_files_and_nothing_of_another_tenant_or_of_pai(world
     ], B_SECRET)
     b_job = worker.wait_for_state(b_job, "SUCCEEDED", "FAILED", timeout=60)
     assert b_job.state == "SUCCEEDED", b_job.attempts.get().exit_diagnostics
-    log = backend.read_log(attempt_of(b_job).pod_name)
+    log = backend.read_log(attempt_of(b_job).pod_name, stream="stdout")
+    assert backend.read_log(attempt_of(b_job).pod_name, stream="stderr") == ""
 
     for label in targets:
         assert f"{label}: denied\n" in log, log
