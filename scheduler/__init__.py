@@ -7,6 +7,7 @@ persisted placements and the queue, and applies the decisions it returns::
     engine.restore(persisted_allocations)            # after a start or a config change
     engine.set_node_health("a100-07", False)         # as nodes change
     engine.check_request(gang)                       # at submission: InvalidRequestError
+    capacity(cluster_spec, vc_specs)                 # per chain and type: cells, guarantees, spare
     result = engine.schedule(waiting_gangs, now)     # every cycle (budgets=: GPU-hour budgets)
     # delete result.preemptions' (non-lazy) victims' pods, create result.placements'
     # pods, store every allocation (engine.allocations(): running, preempting and
@@ -21,6 +22,7 @@ from .budgets import GpuHourBudget
 from .decisions import (
     Allocation,
     CellTypeStatus,
+    ChainCapacity,
     CycleResult,
     DeviceUse,
     NodeStatus,
@@ -30,12 +32,14 @@ from .decisions import (
     ReservationInfo,
     RestoreIssue,
     RestoreReport,
+    Shortage,
+    TypeCapacity,
     VcStatus,
     WaitInfo,
 )
 from .engine import DEFAULT_STARVATION_THRESHOLD, Engine
 from .errors import ConfigurationError, InvalidRequestError
-from .quota import validate_configuration
+from .quota import capacity, quota_shortages, validate_configuration
 from .spec import (
     DEFAULT_PRIORITY,
     MAX_PRIORITY,
@@ -52,11 +56,11 @@ from .spec import (
 )
 
 __all__ = [
-    "Allocation", "CellTypeSpec", "CellTypeStatus", "ClusterSpec", "ConfigurationError", "CycleResult",
+    "Allocation", "CellTypeSpec", "CellTypeStatus", "ChainCapacity", "ClusterSpec", "ConfigurationError", "CycleResult",
     "DEFAULT_PRIORITY", "DEFAULT_STARVATION_THRESHOLD", "DeviceUse", "MAX_PRIORITY", "Engine", "GangRequest",
     "GpuHourBudget", "InvalidRequestError", "NodeStatus",
     "PRIORITY_CLASSES", "PhysicalCellSpec", "PodPlacement", "PodRequest", "Preemption", "Rejection",
     "ReservationInfo", "RestoreIssue",
-    "RestoreReport", "SkuSpec", "VcStatus", "VirtualClusterSpec", "WaitInfo", "leaf_cells_for",
-    "priority_from_class", "validate_configuration",
+    "RestoreReport", "Shortage", "SkuSpec", "TypeCapacity", "VcStatus", "VirtualClusterSpec", "WaitInfo",
+    "capacity", "leaf_cells_for", "priority_from_class", "quota_shortages", "validate_configuration",
 ]

@@ -142,6 +142,52 @@ class VcStatus:
 
 
 @dataclass(frozen=True)
+class TypeCapacity:
+    """One cell type of a chain (or of a SKU's pool, see :class:`ChainCapacity`): the
+    physical ``cells`` of that type, the VCs' quota entries for it (``guaranteed``, as
+    (VC, cells), most first), the pinned cells of that type VCs own (``pinned``), and
+    ``spare``: how many more cells of the type one more quota entry could be guaranteed
+    now, every guarantee kept (HiveD's safety invariant). Spares of different types
+    count the same free cells at different sizes: they do not add up."""
+
+    cell_type: str
+    level: int
+    cells: int
+    guaranteed: tuple[tuple[str, int], ...]
+    pinned: tuple[tuple[str, int], ...]
+    spare: int
+
+
+@dataclass(frozen=True)
+class ChainCapacity:
+    """A SKU's cells by type, top-down. ``chain`` is the chain's top-level cell type, and
+    its rows count that chain's cells and the entries naming it (``CHAIN.TYPE``). The
+    row with ``chain=None`` is the SKU's pool: every chain's cells, the entries naming no
+    chain, and the spare for such an entry."""
+
+    sku: str
+    chain: str | None
+    types: tuple[TypeCapacity, ...]
+
+
+@dataclass(frozen=True)
+class Shortage:
+    """A quota entry the cluster cannot back: ``asked`` cells of ``cell_type`` (of
+    ``chain``, or of any chain when ``None``) where ``free`` were left."""
+
+    sku: str
+    chain: str | None
+    cell_type: str
+    level: int
+    asked: int
+    free: int
+
+    @property
+    def short(self) -> int:
+        return self.asked - self.free
+
+
+@dataclass(frozen=True)
 class DeviceUse:
     index: int
     job_id: str

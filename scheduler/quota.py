@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Sequence
 
 from .cells import ANY_LINE, Binding, Chain, Topology, collector_paused
+from .decisions import ChainCapacity, Shortage, TypeCapacity
 from .errors import ConfigurationError
 from .spec import ClusterSpec, VirtualClusterSpec
 
@@ -215,3 +216,132 @@ def validate_configuration(cluster: ClusterSpec, vcs: Sequence[VirtualClusterSpe
         states = resolve_quotas(topology, vcs)
     check_safety(topology, states)
     return tuple(topology.warnings)
+
+
+def capacity(cluster: ClusterSpec, vcs: Sequence[VirtualClusterSpec]) -> tuple[ChainCapacity, ...]:
+    """Per SKU and chain, each cell type's physical cells, the VCs' guarantees and pinned
+    cells, and what is spare: the table an admin reads before changing a quota.
+
+    Per SKU, the pool (``chain=None``: all its cells, the entries naming no chain) comes
+    first, then each chain by name. Pure and deterministic; raises
+    :class:`ConfigurationError` only for what :func:`validate_configuration` refuses
+    before its safety check (unknown types, pinned cells...). A configuration the cells
+    cannot back shows a spare of 0 everywhere it runs short.
+    """
+    with collector_paused():
+        topology = Topology(cluster)
+        states = resolve_quotas(topology, vcs)
+    pinned: dict[tuple[str, int, int], dict[str, int]] = {}  # (sku, line or ANY_LINE, tid) -> vc -> cells
+    for state in states.values():
+        for binding in state.pinned.values():
+            cell = binding.cell
+            for line in (ANY_LINE, cell.line):
+                held = pinned.setdefault((cell.chain.sku.name, line, cell.tid), {})
+                held[state.name] = held.get(state.name, 0) + 1
+    out: list[ChainCapacity] = []
+    for sku in sorted(topology.chains):
+        chain = topology.chains[sku]
+        per_line = {line: _line_cells(chain, line) for line in chain.lines()}
+        if not per_line:
+            continue
+        pool: dict[int, int] = {}
+        for cells in per_line.values():
+            for tid, n in cells.items():
+                pool[tid] = pool.get(tid, 0) + n
+        groups = [(None, ANY_LINE, pool)] + [(chain.names[line], line, per_line[line]) for line in per_line]
+        for name, line, cells in groups:
+            rows = []
+            for tid in chain.order:
+                if tid not in cells:
+                    continue
+                key = (sku, tid, line)
+                guaranteed = sorted(
+                    ((s.name, s.quota[key]) for s in states.values() if s.quota.get(key)), key=lambda e: (-e[1], e[0])
+                )
+                pins = sorted(pinned.get((sku, line, tid), {}).items(), key=lambda e: (-e[1], e[0]))
+                rows.append(
+                    TypeCapacity(
+                        cell_type=chain.names[tid], level=chain.level[tid], cells=cells[tid],
+                        guaranteed=tuple(guaranteed), pinned=tuple(pins), spare=_spare(chain, tid, line, cells[tid]),
+                    )
+                )
+            out.append(ChainCapacity(sku=sku, chain=name, types=tuple(rows)))
+    return tuple(out)
+
+
+def quota_shortages(
+    cluster: ClusterSpec, others: Sequence[VirtualClusterSpec], vc: VirtualClusterSpec
+) -> tuple[Shortage, ...]:
+    """What ``vc``'s quota asks beyond what the cluster has left once ``others`` are
+    guaranteed: its entries are granted one at a time (per SKU, entries naming a chain
+    first, then from the largest cell type down), each as far as the cells left allow;
+    every entry that does not fully fit is a :class:`Shortage`. Empty when the quota fits.
+    Pure and deterministic."""
+    with collector_paused():
+        topology = Topology(cluster)
+        resolve_quotas(topology, [*others, replace(vc, cells=())])
+    asked: dict[tuple[str, int, int], int] = {}
+    chains: dict[str, Chain] = {}
+    for entry, count in vc.cells:
+        chain, tid, line = quota_entry(topology, vc.name, entry)
+        if count > 0:
+            key = (chain.sku.name, tid, line)
+            asked[key] = asked.get(key, 0) + count
+            chains[chain.sku.name] = chain
+    out: list[Shortage] = []
+    for sku, tid, line in sorted(
+        asked, key=lambda k: (k[0], k[2] == ANY_LINE, chains[k[0]].line_name(k[2]) or "", chains[k[0]].order.index(k[1]))
+    ):
+        chain = chains[sku]
+        want = asked[(sku, tid, line)]
+        free = _spare(chain, tid, line, want)
+        _add_demand(chain, tid, line, free)
+        if free < want:
+            out.append(
+                Shortage(
+                    sku=sku, chain=chain.line_name(line), cell_type=chain.names[tid], level=chain.level[tid],
+                    asked=want, free=free,
+                )
+            )
+    return tuple(out)
+
+
+def _line_cells(chain: Chain, line: int) -> dict[int, int]:
+    """Physical cells of each type in one chain (its top-level cells all have one shape)."""
+    cells, n = {}, len(chain.line_roots[line])
+    for tid in chain.line_types(line):
+        cells[tid] = n
+        n *= chain.child_count[tid]
+    return cells
+
+
+def _add_demand(chain: Chain, tid: int, line: int, n: int) -> None:
+    if line == ANY_LINE:
+        chain.demand[tid] += n
+    else:
+        chain.line_demand.setdefault(line, [0] * len(chain.names))[tid] += n
+        chain.bound_demand += n
+
+
+def _spare(chain: Chain, tid: int, line: int, most: int) -> int:
+    """The most cells (up to ``most``) of type ``tid`` one more entry naming ``line``
+    could be guaranteed with the chain still safe. Safety only gets harder as demand
+    grows, so a binary search over the count finds it with the engine's own check."""
+
+    def safe_with(extra: int) -> bool:
+        _add_demand(chain, tid, line, extra)
+        try:
+            return chain.is_safe()
+        finally:
+            _add_demand(chain, tid, line, -extra)
+
+    if not safe_with(0):
+        return 0
+    low, high = 0, most
+    while low < high:
+        mid = (low + high + 1) // 2
+        if safe_with(mid):
+            low = mid
+        else:
+            high = mid - 1
+    return low
