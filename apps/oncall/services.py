@@ -673,38 +673,93 @@ def _parse_time(value, field):
     return None if parsed.year < 1970 else parsed
 
 
-def _clean_alerts(payload):
+def _text_problem(value):
+    """Why the database cannot store `value` (NUL characters, lone surrogates), or None."""
+    if "\x00" in value:
+        return "contains a NUL character"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return "contains a lone surrogate"
+    return None
+
+
+def _clean_map(value, field):
+    cleaned = {str(k): str(v) for k, v in value.items()}
+    for key, text in cleaned.items():
+        problem = _text_problem(key) or _text_problem(text)
+        if problem:
+            raise ValidationError({f"{field}.{key!r}": f"The label or annotation {problem}."})
+    return cleaned
+
+
+def _clean_alert(i, alert):
+    if not isinstance(alert, dict):
+        raise ValidationError({f"alerts[{i}]": "Expected an object."})
+    status = alert.get("status")
+    if status not in AlertStatus.values:
+        raise ValidationError({f"alerts[{i}].status": "Expected 'firing' or 'resolved'."})
+    labels = alert.get("labels")
+    if not isinstance(labels, dict) or not labels:
+        raise ValidationError({f"alerts[{i}].labels": "Expected a non-empty object of labels."})
+    annotations = alert.get("annotations") or {}
+    if not isinstance(annotations, dict):
+        raise ValidationError({f"alerts[{i}].annotations": "Expected an object."})
+    labels = _clean_map(labels, f"alerts[{i}].labels")
+    fingerprint = str(alert.get("fingerprint") or "") or hashlib.sha256(
+        json.dumps(labels, sort_keys=True).encode()
+    ).hexdigest()[:16]
+    for field, text in (("generatorURL", str(alert.get("generatorURL") or "")), ("fingerprint", fingerprint)):
+        problem = _text_problem(text)
+        if problem:
+            raise ValidationError({f"alerts[{i}].{field}": f"The value {problem}."})
+    return {
+        "status": status,
+        "labels": labels,
+        "annotations": _clean_map(annotations, f"alerts[{i}].annotations"),
+        "starts_at": _parse_time(alert.get("startsAt"), f"alerts[{i}].startsAt"),
+        "ends_at": _parse_time(alert.get("endsAt"), f"alerts[{i}].endsAt"),
+        "generator_url": str(alert.get("generatorURL") or "")[:1000],
+        "fingerprint": fingerprint[:64],
+    }
+
+
+def _delivery_alerts(payload):
     if not isinstance(payload, dict):
         raise ValidationError({"body": "Expected Alertmanager's webhook JSON object."})
     alerts = payload.get("alerts")
     if not isinstance(alerts, list) or not alerts:
         raise ValidationError({"alerts": "Expected a non-empty list of alerts."})
-    cleaned = []
+    # What an incident's title and alerts take from the delivery itself.
+    for field in ("receiver", "groupLabels", "commonAnnotations"):
+        value = payload.get(field)
+        if isinstance(value, dict):
+            _clean_map(value, field)
+        elif isinstance(value, str) and _text_problem(value):
+            raise ValidationError({field: f"The value {_text_problem(value)}."})
+    return alerts
+
+
+def _clean_alerts(payload):
+    return [_clean_alert(i, alert) for i, alert in enumerate(_delivery_alerts(payload))]
+
+
+def split_alertmanager_delivery(payload):
+    """(the delivery with its usable alerts only, the problems of the others): one bad alert
+    must not fail the whole delivery, which Alertmanager would then retry forever.
+    ValidationError when no alert is usable or the delivery itself is not."""
+    alerts = _delivery_alerts(payload)
+    good, problems = [], []
     for i, alert in enumerate(alerts):
-        if not isinstance(alert, dict):
-            raise ValidationError({f"alerts[{i}]": "Expected an object."})
-        status = alert.get("status")
-        if status not in AlertStatus.values:
-            raise ValidationError({f"alerts[{i}].status": "Expected 'firing' or 'resolved'."})
-        labels = alert.get("labels")
-        if not isinstance(labels, dict) or not labels:
-            raise ValidationError({f"alerts[{i}].labels": "Expected a non-empty object of labels."})
-        annotations = alert.get("annotations") or {}
-        if not isinstance(annotations, dict):
-            raise ValidationError({f"alerts[{i}].annotations": "Expected an object."})
-        fingerprint = str(alert.get("fingerprint") or "") or hashlib.sha256(
-            json.dumps(labels, sort_keys=True).encode()
-        ).hexdigest()[:16]
-        cleaned.append({
-            "status": status,
-            "labels": {str(k): str(v) for k, v in labels.items()},
-            "annotations": {str(k): str(v) for k, v in annotations.items()},
-            "starts_at": _parse_time(alert.get("startsAt"), f"alerts[{i}].startsAt"),
-            "ends_at": _parse_time(alert.get("endsAt"), f"alerts[{i}].endsAt"),
-            "generator_url": str(alert.get("generatorURL") or "")[:1000],
-            "fingerprint": fingerprint[:64],
-        })
-    return cleaned
+        try:
+            _clean_alert(i, alert)
+        except ValidationError as exc:
+            problems += [f"{field}: {' '.join(messages)}" for field, messages in exc.message_dict.items()]
+        else:
+            good.append(alert)
+    if not good:
+        raise ValidationError({"alerts": problems})
+    return {**payload, "alerts": good}, problems
 
 
 def group_key_of(payload, alerts):

@@ -216,9 +216,14 @@ def parse_onboarding_csv(text):
     A first row naming the columns is optional. Returns (rows, problems).
     """
     rows, problems = [], []
-    reader = csv.reader(io.StringIO(text))
+    if "\x00" in text:
+        # Binary data, not text: no database stores it.
+        line = text.count("\n", 0, text.index("\x00")) + 1
+        return [], [f"line {line}: contains a NUL character; is this a CSV file?"]
+    # Strict: a quoted value that is never closed is an error, not the rest of the file.
+    reader = csv.reader(io.StringIO(text), strict=True)
     columns = ["username", "email", "groups", "role", "first_name", "last_name"]
-    for line, cells in enumerate(reader, start=1):
+    for line, cells in enumerate(_csv_records(reader, problems), start=1):
         cells = [c.strip() for c in cells]
         if not any(cells) or cells[0].startswith("#"):
             continue
@@ -250,6 +255,24 @@ def parse_onboarding_csv(text):
             problems.append(f"line {line}: more than {MAX_CSV_ROWS} rows; split the file")
             break
     return rows, problems
+
+
+def _csv_records(reader, problems):
+    """The reader's records, until one cannot be read: its problem is added, naming the line."""
+    while True:
+        start = reader.line_num + 1
+        try:
+            yield next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            reason = str(exc)
+            if "unexpected end of data" in reason:
+                reason = "a quoted value is never closed"
+            elif "field larger than field limit" in reason:
+                reason = f"a value is longer than {csv.field_size_limit()} characters"
+            problems.append(f"line {start}: cannot be read as CSV: {reason}")
+            return
 
 
 @transaction.atomic

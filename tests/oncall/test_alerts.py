@@ -104,7 +104,7 @@ def test_resolved_alerts_annotate_and_a_closed_group_opens_anew(oncall, token):
 
 def test_resolved_only_delivery_for_an_unknown_group_is_ignored(oncall, token):
     response = post(payload(alert(status="resolved")))
-    assert response.status_code == 200 and response.json() == {"incident": None, "status": None}
+    assert response.status_code == 200 and response.json() == {"incident": None, "status": None, "rejected": []}
     assert not Incident.objects.exists()
 
 
@@ -127,7 +127,7 @@ def test_bad_payloads_name_the_field(oncall, token):
     for body, field in [
         ({"alerts": []}, "alerts"),
         ({**payload(alert()), "alerts": [{**alert(), "status": "exploded"}]}, "alerts[0].status"),
-        ({**payload(alert()), "alerts": [alert(), {**alert(), "labels": "x"}]}, "alerts[1].labels"),
+        ({**payload(alert()), "alerts": [{**alert(), "labels": "x"}]}, "alerts[0].labels"),
         ({**payload(alert()), "alerts": [{**alert(), "startsAt": "yesterday"}]}, "alerts[0].startsAt"),
     ]:
         response = post(body)
@@ -135,6 +135,10 @@ def test_bad_payloads_name_the_field(oncall, token):
         assert field in response.json()["message"]
     assert post([1, 2]).status_code == 400
     assert not Incident.objects.exists()
+    # A bad alert beside a good one is left out and named; the good one is kept (issue 13).
+    response = post({**payload(alert()), "alerts": [alert(), {**alert(), "labels": "x"}]})
+    assert response.status_code == 200
+    assert response.json()["rejected"] == ["alerts[1].labels: Expected a non-empty object of labels."]
 
 
 def test_route_matchers_are_validated(db):

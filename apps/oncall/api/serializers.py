@@ -217,3 +217,6 @@ class AlertSerializer(serializers.ModelSerializer):
 class WebhookResultSerializer(serializers.Serializer):
     incident = serializers.IntegerField(allow_null=True)
     status = serializers.CharField(allow_null=True)
+    rejected = serializers.ListField(
+        child=serializers.CharField(), help_text="Alerts of the delivery that were not kept, and why (`path: reason`)."
+    )

@@ -216,7 +216,9 @@ class AlertListView(APIView):
     request={"application/json": {"type": "object", "description": "Alertmanager's webhook payload (version 4)."}},
     responses=s.WebhookResultSerializer,
     description="Alertmanager webhook receiver. Authenticate with `Authorization: Bearer $PAI_ALERTMANAGER_TOKEN`. "
-    "Alerts of one Alertmanager group (its groupKey) join one open incident.",
+    "Alerts of one Alertmanager group (its groupKey) join one open incident. An alert that cannot be kept (a NUL "
+    "character in a label, a bad status or time) is left out and named in `rejected`; the others are kept (200), "
+    "so that Alertmanager does not retry the delivery. A delivery with no usable alert is a 400.",
 )
 class AlertWebhookView(APIView):
     # The shared secret below authenticates Alertmanager; a big outage may deliver many
@@ -233,7 +235,11 @@ class AlertWebhookView(APIView):
         if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), token.encode()):
             raise ApiError("Missing or wrong bearer token.", code="UnauthorizedUserError", status_code=401)
         with service_errors():
-            incident = services.ingest_alertmanager(request.data)
-        return Response(
-            {"incident": incident.pk if incident else None, "status": incident.status if incident else None}
-        )
+            delivery, rejected = services.split_alertmanager_delivery(request.data)
+            incident = services.ingest_alertmanager(delivery)
+        # The good alerts are kept and the delivery answered 200, so that Alertmanager does not
+        # send it again; the alerts that could not be stored are named.
+        return Response({
+            "incident": incident.pk if incident else None, "status": incident.status if incident else None,
+            "rejected": rejected,
+        })
