@@ -563,9 +563,9 @@ class Engine:
         self, pending: PendingPreemption, gang: GangRequest, options: list[GangOption],
         reservations: ReservationBook, now: float,
     ) -> _Admission | _Wait:
-        """A preempting gang's turn: placed if room appeared elsewhere or its victims are
-        gone; a planned preemption whose victims still make room is committed; one whose
-        victims no longer do is decided again."""
+        """A preempting gang's turn: placed once its victims are gone; a planned preemption
+        gives way to room that appeared elsewhere, is committed if its victims still make
+        room, and is decided again if they do not."""
         vc = self.vcs[gang.vc]
         skus = {self.topology.nodes[p.node].chain.sku.name for p in pending.pods}
         option = next((o for o in options if {n.sku for n in o.needs} == skus), options[0])
@@ -578,20 +578,19 @@ class Engine:
             self.topology.commit()
             self._drop_pending(pending, reservations, abandon=False)
             return _Admission(job, ())
-        mark = self.topology.mark()
         if job is not None:
-            self.ledger.remove(job)
+            # Told to stop, the victims go anyway: the gang keeps to the cells it holds
+            # (it must not take the quota they freed somewhere else).
+            return _Preempting(pending)
+        mark = self.topology.mark()
         elsewhere = self._new_job(gang, now)
         if self.placer.place_guaranteed(elsewhere, vc, needs, lenders, blocked) is None:
-            # Room appeared without the preemption: victims not yet told keep running.
+            # Room appeared without the preemption: its victims, not yet told, run on.
             self.ledger.register(elsewhere)
             self.topology.commit()
             self._drop_pending(pending, reservations, abandon=False)
             return _Admission(elsewhere, ())
         self.topology.rollback(mark)
-        if job is not None:
-            pending.victims = [v for v in pending.victims if v in self.ledger.jobs]
-            return _Preempting(pending)
         victims = [self.ledger.jobs[v] for v in pending.victims if v in self.ledger.jobs]
         if victims and all(v.state == RUNNING for v in victims):
             outcome = self._commit(pending, gang, vc, needs, lenders, blocked, victims, reservations, now)
@@ -908,25 +907,30 @@ class Engine:
         jobs: preempted jobs whose pods are being deleted (``state="terminating"``) and
         preempting gangs (``state="preempting"``, with the ``victims`` they wait for,
         ``planned`` while those are not yet told to stop), whose pods must not be created."""
-        out = {j: self.ledger.jobs[j].allocation(self.topology) for j in self.ledger.jobs}
-        for job_id, pending in self.pending.items():
-            if pending.job is not None:
-                out[job_id] = replace(out[job_id], victims=tuple(pending.victims))
-            else:
-                out[job_id] = Allocation(
-                    job_id=job_id,
-                    vc=pending.vc,
-                    user=pending.user,
-                    priority=pending.priority,
-                    opportunistic=False,
-                    lazy_preempted=False,
-                    started_at=pending.decided_at,
-                    pods=pending.pods,
-                    state=PREEMPTING,
-                    victims=tuple(pending.victims),
-                    planned=True,
-                )
-        return tuple(out[j] for j in sorted(out))
+        ids = set(self.ledger.jobs) | set(self.pending)
+        return tuple(self.allocation(j) for j in sorted(ids))
+
+    def allocation(self, job_id: str) -> Allocation | None:
+        """One job's entry of :meth:`allocations` (``None`` if the engine holds nothing for it)."""
+        pending = self.pending.get(job_id)
+        job = self.ledger.jobs.get(job_id)
+        if pending is not None and job is None:
+            return Allocation(
+                job_id=job_id, vc=pending.vc, user=pending.user, priority=pending.priority, opportunistic=False,
+                lazy_preempted=False, started_at=pending.decided_at, pods=pending.pods, state=PREEMPTING,
+                victims=tuple(pending.victims), planned=True,
+            )
+        if job is None:
+            return None
+        alloc = job.allocation(self.topology)
+        return replace(alloc, victims=tuple(pending.victims)) if pending is not None else alloc
+
+    def state_of(self, job_id: str) -> str | None:
+        """"running", "preempting", "terminating" or ``None`` (the engine holds nothing for it)."""
+        if job_id in self.pending:
+            return PREEMPTING
+        job = self.ledger.jobs.get(job_id)
+        return None if job is None else job.state
 
     def node_status(self, node: str) -> NodeStatus:
         """The node's health and which job (and whether opportunistic) uses each device."""

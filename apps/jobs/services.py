@@ -184,6 +184,7 @@ def set_execution_type(user, job, value):
         job.app_exit_code = STOP_REQUESTED_EXIT_CODE
         job.completed_at = now
         job.placement = None
+        job.reservation = None  # a preemption it waited for is abandoned
         job.queue_position = None
         job.wait_reason = ""
         job.attempts.filter(completed_at__isnull=True).update(

@@ -45,9 +45,9 @@ class Driver:
 
 @pytest.fixture
 def drive(kube_cluster, kubelet):
-    worker = Worker(kube_cluster)
-    yield Driver(worker, kubelet)
-    worker.close()
+    driver = Driver(Worker(kube_cluster), kubelet)
+    yield driver
+    driver.worker.close()  # the one driving at the end (a test may swap in a new leader)
 
 
 def task_codes(job):
@@ -331,3 +331,58 @@ def test_an_image_that_cannot_be_pulled_fails_the_job_permanently(world, drive, 
     assert job.retries == 0
     assert "ImagePullBackOff" in job.attempts.get().exit_diagnostics
     assert kubelet.pods(**{"pai.job": job_key(job)}) == []
+
+
+def test_the_preemptor_gets_pods_only_once_its_victims_pods_are_deleted(world, drive, kubelet, kube_server, submit):
+    victim = submit(world.a_member, job_yaml("victim", roles={"main": {"instances": 2, "gpu": 8, "commands": ["sleep 600"]}}))
+    drive.wait_for_state(victim, "RUNNING")
+    urgent = submit(world.a_member, job_yaml("urgent", priority="prod", roles={"main": {"gpu": 8, "commands": ["sleep 600"]}}))
+
+    def victim_pods():
+        return kubelet.pods(**{"pai.job": job_key(victim)})
+
+    # Planned, then carried out: the victim's pods are being deleted, gracefully.
+    drive.run_until(lambda: victim_pods() and all(p["metadata"].get("deletionTimestamp") for p in victim_pods()),
+                    act=kubelet.start_pending)
+    assert Job.objects.get(pk=urgent.pk).wait_reason.startswith("preempting: holds its cells on ")
+    # Their containers end, but the pods are not deleted yet: no pod for the preemptor.
+    for pod in victim_pods():
+        kubelet.finish(pod, 143)
+    for _ in range(3):
+        drive.worker.cycle()
+        kubelet.start_pending()
+    assert len(victim_pods()) == 2 and kubelet.pods(**{"pai.job": job_key(urgent)}) == []
+    # A new leader rebuilds the preemption in progress from the database.
+    drive.worker.close()
+    drive.worker = Worker(world.cluster)
+    drive.worker.cycle()
+    engine = drive.worker.controller.engine
+    assert (engine.state_of(str(victim.pk)), engine.state_of(str(urgent.pk))) == ("terminating", "preempting")
+    assert kubelet.pods(**{"pai.job": job_key(urgent)}) == []
+
+    kube_server.finalize_deletions()
+    drive.wait_for_state(urgent, "RUNNING", act=kubelet.start_pending)
+    assert victim_pods() == []
+    first = Job.objects.get(pk=victim.pk).attempts.order_by("index").first()
+    assert first.exit_code == -1003
+
+
+def test_cancelling_a_planned_preemption_leaves_the_victim_running(world, drive, kubelet, submit):
+    victim = submit(world.a_member, job_yaml("victim", roles={"main": {"instances": 2, "gpu": 8, "commands": ["sleep 600"]}}))
+    drive.wait_for_state(victim, "RUNNING")
+    urgent = submit(world.a_member, job_yaml("urgent", priority="prod", roles={"main": {"gpu": 8, "commands": ["sleep 600"]}}))
+    drive.worker.cycle()
+    assert Job.objects.get(pk=urgent.pk).wait_reason.startswith("preempting job")
+
+    client = APIClient()
+    client.force_authenticate(world.a_member)
+    assert client.put("/api/v2/jobs/a_member~urgent/executionType", {"value": "STOP"}, format="json").status_code in (200, 202)
+    for _ in range(3):
+        drive.worker.cycle()
+        kubelet.step()
+
+    victim = Job.objects.get(pk=victim.pk)
+    assert victim.state == "RUNNING" and victim.attempts.count() == 1
+    pods = kubelet.pods(**{"pai.job": job_key(victim)})
+    assert len(pods) == 2 and not any(p["metadata"].get("deletionTimestamp") for p in pods)
+    assert Job.objects.get(pk=urgent.pk).state == "STOPPED"

@@ -1,4 +1,10 @@
+import time
+
+from rest_framework.test import APIClient
+
 from apps.jobs.models import Job
+from apps.jobs.worker.launch import job_key
+from scheduler.backends import LABEL_JOB
 
 from .conftest import job_yaml
 
@@ -68,3 +74,54 @@ def test_an_opportunistic_gang_may_be_larger_than_its_vc_but_not_than_the_cluste
     assert response.json()["message"] == (
         "taskRoles: the job needs 40 A100 leaf cells at once (gang allocation), more than cluster 'local' holds (32)"
     )
+
+
+def _stopping_slowly(name, **fields):
+    # Its tasks take a moment to stop: the window in which a preemptor must wait.
+    commands = ["trap 'sleep 2; exit 0' TERM", "sleep 600 & wait"]
+    return job_yaml(name, roles={"main": {"instances": 2, "gpu": 8, "commands": commands}}, **fields)
+
+
+def _pods(worker, job):
+    return [p for p in worker.controller.backend.list_pods() if p.labels.get(LABEL_JOB) == job_key(job)]
+
+
+def test_the_preemptor_starts_only_once_its_victims_pods_are_gone(world, worker, submit):
+    victim = worker.wait_for_state(submit(world.a_member, _stopping_slowly("victim")), "RUNNING")
+    urgent = submit(world.a_member, job_yaml("urgent", priority="prod", roles={"main": {"gpu": 8, "commands": ["sleep 600"]}}))
+
+    reasons, saw_victim_stopping = set(), False
+    deadline = time.monotonic() + 30
+    while Job.objects.get(pk=urgent.pk).state != "RUNNING":
+        assert time.monotonic() < deadline, "the preemptor did not start"
+        worker.cycle()
+        reasons.add(Job.objects.get(pk=urgent.pk).wait_reason.split(" ")[0])
+        victim_pods, urgent_pods = _pods(worker, victim), _pods(worker, urgent)
+        saw_victim_stopping |= any(p.deletion_requested for p in victim_pods) and not urgent_pods
+        assert not (victim_pods and urgent_pods), "the preemptor's pods exist beside its victim's"
+        time.sleep(0.1)
+
+    assert saw_victim_stopping and "preempting" in reasons
+    first = Job.objects.get(pk=victim.pk).attempts.order_by("index").first()
+    assert first.exit_code == -1003 and "preempted by job" in first.exit_diagnostics
+    assert Job.objects.get(pk=urgent.pk).reservation is None
+
+
+def test_cancelling_the_preemptor_before_its_victims_are_told_leaves_them_running(world, worker, submit):
+    victim = worker.wait_for_state(submit(world.a_member, _stopping_slowly("victim")), "RUNNING")
+    urgent = submit(world.a_member, job_yaml("urgent", priority="prod", roles={"main": {"gpu": 8, "commands": ["sleep 600"]}}))
+    worker.cycle()
+    urgent.refresh_from_db()
+    assert urgent.wait_reason.startswith("preempting job") and urgent.reservation["state"] == "preempting"
+
+    client = APIClient()
+    client.force_authenticate(world.a_member)
+    assert client.put("/api/v2/jobs/a_member~urgent/executionType", {"value": "STOP"}, format="json").status_code in (200, 202)
+    for _ in range(3):
+        worker.cycle()
+
+    victim = Job.objects.get(pk=victim.pk)
+    assert victim.state == "RUNNING" and victim.attempts.count() == 1
+    assert len(_pods(worker, victim)) == 2 and not any(p.deletion_requested or p.terminal for p in _pods(worker, victim))
+    urgent.refresh_from_db()
+    assert urgent.state == "STOPPED" and urgent.reservation is None and _pods(worker, urgent) == []

@@ -73,6 +73,10 @@ class Job(models.Model):
 
     # Filled by the scheduler.
     placement = models.JSONField(null=True, blank=True, help_text="Cells the scheduler placed the job on.")
+    reservation = models.JSONField(
+        null=True, blank=True,
+        help_text="While the job waits for the jobs it preempts to stop: the cells it holds meanwhile.",
+    )
     wait_reason = models.TextField(blank=True)
     queue_position = models.PositiveIntegerField(null=True, blank=True)
 

@@ -163,6 +163,10 @@ class Controller:
         # in a full pass (every FULL_PASS_EVERY cycles, and after a rebuild).
         self._touched = set()
         self._retried = set()  # attempts with a retried task whose pod is still to create
+        # Pods that exist, as the backend reported them: the last relist (terminating pods
+        # included) plus what the feed added, less what it reported deleted. A preempted
+        # job's cells are released only once none of its pods is here.
+        self._live = set()
         self._cycles = 0
         self._configuration_fresh = False  # read in this cycle
 
@@ -189,13 +193,19 @@ class Controller:
             return False
         engine = Engine(spec, vcs)
         jobs = list(self._jobs().filter(placement__isnull=False))
-        report = engine.restore([allocation_from_json(job.placement) for job in jobs])
+        # Gangs waiting for the jobs they preempt to stop hold cells too.
+        reserving = list(self._queue().exclude(reservation=None).only("pk", "reservation"))
+        report = engine.restore(
+            [allocation_from_json(job.placement) for job in jobs]
+            + [allocation_from_json(job.reservation) for job in reserving]
+        )
         self.engine, self.config_digest = engine, digest
         persisted = {a.job_id: a for a in engine.allocations()}
         for job in jobs:
             allocation = persisted.get(engine_job_id(job.pk))
             if allocation is not None and placement_json(allocation) != job.placement:
                 Job.objects.filter(pk=job.pk).update(placement=placement_json(allocation))
+        self._record_reservations(reserving)
         for issue in report.dropped:
             # The placement is on cells that no longer exist: its pods cannot keep running.
             self._end_attempt_of(int(issue.job_id), exitcodes.POD_NODE_LOST, f"placement dropped: {issue.reason}")
@@ -215,6 +225,9 @@ class Controller:
 
     def _jobs(self):
         return Job.objects.filter(virtual_cluster__cluster=self.cluster)
+
+    def _queue(self):
+        return self._jobs().filter(state=JobState.WAITING, placement__isnull=True, execution_type="START")
 
     def _node_ips(self):
         if self._ips is None:
@@ -264,6 +277,7 @@ class Controller:
     def _apply_relist(self, live):
         """After a relist: pods we recorded as created that are not live any more vanished."""
         names = {o.name for o in live}
+        self._live = set(names)
         missing = (
             TaskAttempt.objects.filter(task__job_attempt__job__virtual_cluster__cluster=self.cluster)
             .filter(completed_at__isnull=True)
@@ -288,6 +302,10 @@ class Controller:
         latest = {}
         for observation in observations:
             latest[observation.name] = observation  # the feed is ordered: the last one wins
+            if observation.deleted:
+                self._live.discard(observation.name)
+            else:
+                self._live.add(observation.name)
         if not latest:
             return
         attempts = {}
@@ -578,12 +596,19 @@ class Controller:
                             self._complete_task_attempt(ta, self._code_for_deleted_tasks(attempt.exit_code), "not created")
                 if any(ta.completed_at is None for ta in tas):
                     requested.append(attempt)
-            if all(ta.completed_at is not None for ta in tas):
+            if all(ta.completed_at is not None for ta in tas) and not self._still_stopping(attempt, tas):
                 finishing.append(attempt)
         self._set_sub_states(requested, JobSubState.ATTEMPT_DELETION_REQUESTED)
         if requested:
             failpoint("after-deletion-requested")
         self.finish_attempts(finishing)
+
+    def _still_stopping(self, attempt, task_attempts):
+        """A preempted job whose pods still exist (on Kubernetes: not deleted, terminating
+        or ended) keeps its cells: its preemptor's pods are not created before they go."""
+        if self.engine.state_of(engine_job_id(attempt.job_id)) != "terminating":
+            return False
+        return any(ta.pod_name in self._live for ta in task_attempts)
 
     def _finish_stops_between_attempts(self):
         """A stop that came while the job waited to be retried has no pods to delete."""
@@ -810,12 +835,7 @@ class Controller:
     # -- scheduling ------------------------------------------------------------------
 
     def schedule(self, now):
-        queue = list(
-            self._jobs()
-            .filter(state=JobState.WAITING, placement__isnull=True, execution_type="START")
-            .select_related("owner", "virtual_cluster")
-            .order_by("-priority", "submitted_at", "pk")
-        )
+        queue = list(self._queue().select_related("owner", "virtual_cluster").order_by("-priority", "submitted_at", "pk"))
         jobs, gangs = {}, []
         for job in queue:
             with self._isolated(job):
@@ -842,6 +862,19 @@ class Controller:
         for job_id in result.expired:
             self._end_attempt_of(int(job_id), -1004, "the job ran past its maximum runtime")
         self._record_waits(jobs, result.waiting)
+        self._record_reservations([
+            job for job_id, job in jobs.items() if self.engine.state_of(job_id) != "running"
+        ])
+
+    def _record_reservations(self, jobs):
+        """Store the cells each waiting job holds for its preemption (what a restart
+        restores), and forget those of jobs that hold none any more."""
+        for job in jobs:
+            allocation = self.engine.allocation(engine_job_id(job.pk))
+            wanted = placement_json(allocation) if allocation is not None and allocation.state == "preempting" else None
+            if wanted != job.reservation:
+                Job.objects.filter(pk=job.pk, placement__isnull=True).update(reservation=wanted)
+                job.reservation = wanted
 
     def _apply_preemption(self, preemption):
         job_pk = int(preemption.job_id)
@@ -851,6 +884,10 @@ class Controller:
                 Job.objects.filter(pk=job_pk).update(placement=placement_json(allocation))
             return
         self._end_attempt_of(job_pk, exitcodes.POD_PREEMPTED, f"preempted by job {preemption.by_job}")
+        # Its cells stay its own until its pods are gone: a restart must know it is stopping.
+        allocation = self.engine.allocation(preemption.job_id)
+        if allocation is not None:
+            Job.objects.filter(pk=job_pk, placement__isnull=False).update(placement=placement_json(allocation))
 
     def _persist_placement(self, job, allocation):
         node_ips = self._node_ips()
@@ -884,6 +921,7 @@ class Controller:
             now = timezone.now()
             Job.objects.filter(pk=job.pk).update(
                 placement=placement,
+                reservation=None,
                 sub_state=JobSubState.ATTEMPT_CREATION_REQUESTED,
                 state=JobState.WAITING,
                 created_at=now,
@@ -923,6 +961,7 @@ class Controller:
         row = exitcodes.row(exitcodes.POD_CREATION_PERMANENT_ERROR)
         with transaction.atomic():
             failed = Job.objects.filter(pk=job.pk, placement__isnull=True, state=JobState.WAITING).update(
+                reservation=None,
                 state=JobState.FAILED,
                 sub_state=JobSubState.COMPLETED,
                 app_exit_code=row.code,
@@ -1009,6 +1048,7 @@ class Controller:
             return True
         TaskAttempt.objects.filter(pk=ta.pk).update(pod_uid=observation.uid)
         ta.pod_uid = observation.uid
+        self._live.add(spec.name)
         failpoint("after-pod-created")
         return True
 
