@@ -1,5 +1,8 @@
 from django import forms
 from django.contrib import admin
+from django.core.exceptions import PermissionDenied
+from django.template.response import TemplateResponse
+from django.urls import path
 
 from apps.accounts.roles import is_platform_admin
 from apps.accounts.sharing_admin import SharingAdminMixin
@@ -10,6 +13,7 @@ from . import services
 from .forms import CellsFormSet, VirtualClusterForm
 from .capacity import forget_topology
 from .models import PinnedCell, VirtualCluster, VirtualClusterCell, VirtualClusterGrant
+from .quotas import cluster_capacity
 
 
 def describe_cell_type(cell_type):
@@ -69,6 +73,8 @@ class VirtualClusterAdmin(SharingAdminMixin, TenantScopedAdmin):
     """Quotas are the platform's to set; a tenant admin sees them and manages who may use them."""
 
     form = VirtualClusterForm
+    # The sharing mixin's form, with the cluster's capacity table above it.
+    change_form_template = "admin/virtualclusters/virtualcluster/change_form.html"
     tenant_admin_can = ("view", "change")
     list_display = ("name", "tenant", "cluster", "quota", "cohort")
     list_filter = ("cluster", "tenant", "cohort")
@@ -110,6 +116,34 @@ class VirtualClusterAdmin(SharingAdminMixin, TenantScopedAdmin):
             kwargs["form"] = forms.ModelForm
             kwargs["fields"] = []
         return super().get_form(request, obj, change=change, **kwargs)
+
+    def get_urls(self):
+        return [
+            path("capacity/", self.admin_site.admin_view(self.capacity_view), name="virtualclusters_virtualcluster_capacity"),
+        ] + super().get_urls()
+
+    def capacity_view(self, request):
+        """Every cluster the viewer has a VC on (platform admins: every cluster), as quotas see it."""
+        from apps.clusters.models import Cluster
+
+        if not self.has_view_permission(request):
+            raise PermissionDenied
+        clusters = Cluster.objects.order_by("name")
+        if not is_platform_admin(request.user):
+            clusters = clusters.filter(pk__in=self.get_queryset(request).values("cluster_id"))
+        return TemplateResponse(request, "admin/virtualclusters/capacity.html", {
+            **self.admin_site.each_context(request),
+            "opts": self.model._meta,
+            "title": "Capacity",
+            "clusters": [cluster_capacity(cluster, request.user) for cluster in clusters],
+        })
+
+    def change_view(self, request, object_id, form_url="", extra_context=None):
+        vc = self.get_object(request, object_id)
+        extra_context = extra_context or {}
+        if vc is not None:
+            extra_context["capacity"] = cluster_capacity(vc.cluster, request.user)
+        return super().change_view(request, object_id, form_url, extra_context)
 
     def save_related(self, request, form, formsets, change):
         super().save_related(request, form, formsets, change)

@@ -4,7 +4,7 @@ from django.core.exceptions import ValidationError
 from apps.clusters.models import PhysicalCell
 
 from .models import VirtualCluster
-from .services import validate_quotas
+from .services import check_shrink, validate_quotas
 
 
 class VirtualClusterForm(forms.ModelForm):
@@ -22,6 +22,13 @@ class VirtualClusterForm(forms.ModelForm):
             "weight", "max_leaf_cells_per_user",
         ]
 
+    confirm_shrink = forms.BooleanField(
+        required=False,
+        label="Shrink below running jobs",
+        help_text="Needed only when the new quota is below what the VC's running jobs hold: pai lists them, "
+        "and they run on as opportunistic (preemptible) jobs.",
+    )
+
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         if self.instance.pk:
@@ -35,11 +42,13 @@ class VirtualClusterForm(forms.ModelForm):
                 self.add_error("pinned", f"Cell {cell.address} belongs to cluster {cell.cluster}, not {cluster}.")
         # The cells inline validates the whole quota; it reads the pinned cells from here.
         self.instance._pending_pinned = list(cleaned.get("pinned") or ())
+        self.instance._confirm_shrink = bool(cleaned.get("confirm_shrink"))
         return cleaned
 
 
 class CellsFormSet(forms.BaseInlineFormSet):
-    """Refuses a quota the cluster cannot back, naming the cell type, level and shortfall."""
+    """Refuses a quota the cluster cannot back, naming what it asks beyond what is free and
+    who holds the rest, and a quota below what running jobs hold unless confirmed."""
 
     validate_quota = True
 
@@ -65,3 +74,5 @@ class CellsFormSet(forms.BaseInlineFormSet):
         pinned = getattr(vc, "_pending_pinned", None)
         pinned_ids = None if pinned is None else [p.pinned_id or p.address for p in pinned]
         validate_quotas(vc.cluster, vc, cells, pinned_ids)
+        if not getattr(vc, "_confirm_shrink", False):
+            check_shrink(vc, cells, pinned_ids)

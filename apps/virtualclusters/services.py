@@ -51,10 +51,23 @@ def validate_quotas(cluster, changed_vc=None, cells=None, pinned_ids=None):
     try:
         scheduler.validate_configuration(cluster_spec(cluster), specs)
     except scheduler.ConfigurationError as exc:
-        # The engine names the level that runs short, which may be another VC's; say which
-        # change brought it about.
-        prefix = f"Cluster {cluster.name} cannot back VC '{changed_vc.name}' with these cells: " if changed_vc else ""
-        raise ValidationError(prefix + str(exc), code="quota") from exc
+        if changed_vc is None:
+            raise ValidationError(str(exc), code="quota") from exc
+        # The engine names the level that runs short, which may be another VC's: say what
+        # the changed VC asks beyond what is free, and who holds the rest.
+        from .quotas import refusal_message
+
+        raise ValidationError(refusal_message(cluster, changed_vc, cells, pinned_ids, exc), code="quota") from exc
+
+
+def check_shrink(vc, cells, pinned_ids=None):
+    """Refuse a quota below what the VC's running jobs hold, naming them (ValidationError,
+    code "shrink"); the caller confirms by not calling this."""
+    from .quotas import jobs_losing_guarantee, shrink_message
+
+    affected = jobs_losing_guarantee(vc.cluster, vc, cells, pinned_ids)
+    if affected:
+        raise ValidationError(shrink_message(vc, affected), code="shrink")
 
 
 def _pinned_id(physical_cell):
@@ -97,10 +110,13 @@ def after_virtual_cluster_created(actor, vc):
 
 
 @transaction.atomic
-def set_quota(actor, vc, cells, pinned_cells=None):
-    """Replace a VC's cells (and pinned cells when given), refusing what the cluster cannot back."""
+def set_quota(actor, vc, cells, pinned_cells=None, *, confirm_shrink=False):
+    """Replace a VC's cells (and pinned cells when given), refusing what the cluster cannot
+    back, and, unless `confirm_shrink`, a quota below what its running jobs hold."""
     pinned_ids = None if pinned_cells is None else [_pinned_id(p) for p in pinned_cells]
     validate_quotas(vc.cluster, vc, list(cells), pinned_ids)
+    if not confirm_shrink:
+        check_shrink(vc, list(cells), pinned_ids)
     before = _cells_summary(vc)
     vc.cells.all().delete()
     VirtualClusterCell.objects.bulk_create(

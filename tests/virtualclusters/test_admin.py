@@ -34,10 +34,12 @@ def test_admin_refuses_a_vc_the_cluster_cannot_back(world, client):
     response = client.post(reverse("admin:virtualclusters_virtualcluster_add"), vc_form(world, "extra", [(world.gpu_node, 1)]))
     assert response.status_code == 200
     errors = [str(e) for e in response.context["inline_admin_formsets"][0].formset.non_form_errors()]
-    # Every GPU node is already promised; the shortfall shows at the lowest level that runs out.
+    # Every GPU node is already promised: the error says so, and who holds them, instead
+    # of blaming the team whose cells the engine happened to count last.
     assert errors == [
-        "Cluster local cannot back VC 'extra' with these cells: "
-        "VC 'team_b' needs 4 cells of A100-SWITCH (level 2, chain A100) but the cluster can supply 0: short by 4"
+        "Cluster local cannot back VC 'extra': it asks for 1 × A100-NODE and none is free (short by 1). "
+        "The cluster has 32 A100 cells: team_a holds 2 × A100-NODE (16), "
+        "team_b holds 1 × A100-NODE and 4 × A100-SWITCH (16); none is free."
     ]
     assert not VirtualCluster.objects.filter(name="extra").exists()
 

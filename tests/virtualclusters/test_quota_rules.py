@@ -16,9 +16,11 @@ def test_a_quota_beyond_the_cluster_is_refused_naming_type_level_and_shortfall(w
     # The rack has 4 GPU nodes; team_a holds 2 and team_b 1 node plus 4 switches (one node's worth).
     with pytest.raises(ValidationError) as excinfo:
         set_quota(world.root, world.vc_a, [(world.gpu_node, 3), (world.cpu_node, 1)])
-    # Three whole nodes for team_a leave one node: team_b's own node fits, its 4 switches do not.
+    # team_b holds two nodes' worth (a node and four switches): two of the four are left
+    # for team_a, which asks for three. The message names team_a's shortage, not team_b's.
     assert excinfo.value.messages == [
-        "Cluster local cannot back VC 'team_a' with these cells: VC 'team_b' needs 4 cells of A100-SWITCH (level 2, chain A100) but the cluster can supply 0: short by 4"
+        "Cluster local cannot back VC 'team_a': it asks for 3 × A100-NODE and only 2 are free (short by 1). "
+        "The cluster has 32 A100 cells: team_b holds 1 × A100-NODE and 4 × A100-SWITCH (16); 16 are free."
     ]
     # Nothing half-written: the old quota stands.
     assert sorted((c.cell_type.name, c.count) for c in world.vc_a.cells.all()) == [("A100-NODE", 2), ("CPU-NODE", 1)]
