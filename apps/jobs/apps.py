@@ -18,5 +18,6 @@ class JobsConfig(AppConfig):
 
     def ready(self):
         from . import checks  # noqa: F401  (registers them)
+        from .api import throttles  # noqa: F401  (its receiver keeps the tenants' rates fresh)
 
         post_migrate.connect(_ensure_schedules, sender=self, dispatch_uid="jobs.ensure_schedules")

@@ -7,6 +7,8 @@ A tenant may have rates of its own (`Tenant.job_submit_rate`, `job_list_rate`, s
 platform admins); a member of several teams gets the most generous.
 """
 
+import time
+
 from django.conf import settings
 from django.core.cache import cache
 from django.db.models.signals import post_delete, post_save
@@ -16,28 +18,40 @@ from rest_framework.throttling import UserRateThrottle
 from apps.accounts.roles import member_tenant_ids
 from apps.tenants.models import Tenant
 
-# {tenant id: {scope: rate}} of the tenants with rates of their own; usually empty, so a
-# request costs no query. Cleared whenever a tenant changes.
+# {tenant id: {scope: rate}} of the tenants with rates of their own; usually empty. Kept in
+# the shared cache and in this process for a minute, so a request costs no query; rebuilt
+# when a tenant changes here, and seen within the minute when it changes elsewhere.
 OVERRIDES_KEY = "pai:throttle-overrides"
-_FIELDS = {"job_submit": "job_submit_rate", "job_list": "job_list_rate"}
+OVERRIDES_SECONDS = 60
+_memo = {"overrides": None, "until": 0.0}
 
 
-def tenant_rates():
-    overrides = cache.get(OVERRIDES_KEY)
-    if overrides is None:
-        overrides = {}
-        rows = Tenant.objects.exclude(job_submit_rate="", job_list_rate="").values_list(
-            "pk", "job_submit_rate", "job_list_rate"
-        )
-        for pk, submit, listing in rows:
-            overrides[pk] = {scope: rate for scope, rate in (("job_submit", submit), ("job_list", listing)) if rate}
-        cache.set(OVERRIDES_KEY, overrides, None)
+def _remember(overrides):
+    _memo.update(overrides=overrides, until=time.monotonic() + OVERRIDES_SECONDS)
     return overrides
 
 
+def _load_tenant_rates():
+    overrides = {}
+    rows = Tenant.objects.exclude(job_submit_rate="", job_list_rate="").values_list(
+        "pk", "job_submit_rate", "job_list_rate"
+    )
+    for pk, submit, listing in rows:
+        overrides[pk] = {scope: rate for scope, rate in (("job_submit", submit), ("job_list", listing)) if rate}
+    cache.set(OVERRIDES_KEY, overrides, OVERRIDES_SECONDS)
+    return _remember(overrides)
+
+
+def tenant_rates():
+    if _memo["overrides"] is not None and time.monotonic() < _memo["until"]:
+        return _memo["overrides"]
+    overrides = cache.get(OVERRIDES_KEY)
+    return _load_tenant_rates() if overrides is None else _remember(overrides)
+
+
 @receiver([post_save, post_delete], sender=Tenant, dispatch_uid="jobs.throttle_overrides")
-def _forget_tenant_rates(**kwargs):
-    cache.delete(OVERRIDES_KEY)
+def _reload_tenant_rates(**kwargs):
+    _load_tenant_rates()
 
 
 class _TenantRateThrottle(UserRateThrottle):
