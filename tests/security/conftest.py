@@ -17,3 +17,29 @@ def shared_world(world):
     world.b_job = submitted_job(world.b_member, name="b_job", vc="team_b")
     sharing.share_with_user(world.a_member, world.shared_job, world.b_member)
     return world
+
+
+@pytest.fixture(scope="module")
+def live_pai(django_db_setup, django_db_blocker, tmp_path_factory):
+    """A gunicorn serving pai on a copy of the test database, with team `live` (its admin and a
+    member with an application token); one per test module."""
+    from types import SimpleNamespace
+
+    from django.db import connection
+
+    from . import live
+
+    tmp = tmp_path_factory.mktemp("live-pai")
+    with django_db_blocker.unblock():
+        url, drop = live.copy_test_database(connection, tmp)
+    try:
+        env = live.environment(tmp, url)
+        seeded = live.seed_database(env)
+        server = live.Server(env, tmp / "server.log")
+        try:
+            yield SimpleNamespace(server=server, env=env, tmp=tmp, database_url=url, **seeded)
+        finally:
+            server.stop()
+    finally:
+        with django_db_blocker.unblock():
+            drop()
