@@ -5,6 +5,7 @@ sets `PAI_ENV=production` and must pass `manage.py check --deploy`.
 """
 
 import os
+import sys
 from pathlib import Path
 
 import dj_database_url
@@ -156,6 +157,21 @@ DATABASES = {
         conn_max_age=int(env("DB_CONN_MAX_AGE", "60")),
     )
 }
+# A connection the server dropped (a restart, a failover, pg_terminate_backend) is noticed
+# before a request uses it, not by failing that request.
+DATABASES["default"]["CONN_HEALTH_CHECKS"] = True
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # `manage.py runserver` serves each client connection in a thread of its own, kept while
+    # the client keeps the connection alive, and each thread would hold a database
+    # connection of its own: a pool shared by the threads bounds them (and hands them back
+    # after each request). Production's gunicorn sync workers hold one each; in front of
+    # many of them, use a pooler (PgBouncer, transaction mode) — see the README.
+    pool_size = int(env("DB_POOL_MAX_SIZE", "10" if sys.argv[1:2] == ["runserver"] else "0"))
+    if pool_size:
+        DATABASES["default"]["CONN_MAX_AGE"] = 0
+        DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+            "min_size": 1, "max_size": pool_size, "timeout": float(env("DB_POOL_TIMEOUT", "30")),
+        }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # The embedded default runs web and worker against one file: wait for locks
     # instead of failing, and start write transactions eagerly.
