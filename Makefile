@@ -28,18 +28,21 @@ run: demo sandbox-deps serve
 # The web server and the worker together; Ctrl-C stops both, once each. Each runs in
 # its own session, so the terminal's Ctrl-C reaches only this shell, which sends each a
 # single SIGTERM (the servers would otherwise hear the signal twice), and the trap never
-# signals its own process group (dash re-entered `trap 'kill 0'` until it crashed).
+# signals its own process group (dash re-entered `trap 'kill 0' INT TERM EXIT` until it
+# crashed). The trap is set before anything starts, so a Ctrl-C at any moment stops both
+# (`pai.worker` keeps a stop that arrives while it starts), and the shell waits for both.
 serve:
-	@echo ""
-	@echo "pai is starting at http://$(HOST):$(PORT)/  (admin: http://$(HOST):$(PORT)/admin/)"
-	@echo ""
-	@setsid $(PY) manage.py qcluster & worker=$$!; \
+	@stopping=; web=; worker=; \
+	trap '[ -n "$$stopping" ] || { stopping=1; [ -z "$$web$$worker" ] || kill $$web $$worker 2>/dev/null; }' INT TERM; \
+	echo ""; \
+	echo "pai is starting at http://$(HOST):$(PORT)/  (admin: http://$(HOST):$(PORT)/admin/)"; \
+	echo ""; \
+	setsid $(PY) -m pai.worker & worker=$$!; \
 	setsid $(PY) manage.py runserver --noreload $(HOST):$(PORT) & web=$$!; \
-	stopping=; \
-	trap '[ -n "$$stopping" ] || { stopping=1; kill $$web $$worker 2>/dev/null; }' INT TERM; \
+	[ -z "$$stopping" ] || kill $$web $$worker 2>/dev/null; \
 	wait $$web; \
 	[ -n "$$stopping" ] || { stopping=1; kill $$worker 2>/dev/null; }; \
-	wait $$worker; \
+	until wait; do :; done; \
 	echo "pai stopped."
 
 # The local backend's sandbox (bubblewrap, Debian's package): it needs root anyway, so

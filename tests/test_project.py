@@ -4,6 +4,7 @@ import socket
 import stat
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 from io import StringIO
@@ -103,32 +104,122 @@ def _free_port():
         return s.getsockname()[1]
 
 
+class Serve:
+    """`make serve` on a fresh data dir, its output read line by line as it comes."""
+
+    def __init__(self, env):
+        self.port = _free_port()
+        self.env = env
+        self.process = subprocess.Popen(
+            ["make", "--no-print-directory", "serve", f"PORT={self.port}", f"PY={sys.executable}"], cwd=ROOT, env=env,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+        )
+        self.lines = []
+        self.reader = threading.Thread(target=lambda: self.lines.extend(self.process.stdout), daemon=True)
+        self.reader.start()
+
+    @property
+    def output(self):
+        return "".join(self.lines)
+
+    def wait_for(self, ready, what, timeout=120):
+        deadline = time.monotonic() + timeout
+        while not ready():
+            assert self.process.poll() is None, f"make serve ended before {what}:\n{self.output}"
+            assert time.monotonic() < deadline, f"{what} did not happen in {timeout} s:\n{self.output}"
+            time.sleep(0.05)
+
+    def web_answers(self):
+        try:
+            urllib.request.urlopen(f"http://127.0.0.1:{self.port}/healthz", timeout=1)
+        except OSError:
+            return False
+        return True
+
+    def ctrl_c(self):
+        os.killpg(self.process.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
+        try:
+            self.process.wait(timeout=60)
+        finally:
+            if self.process.poll() is None:
+                os.killpg(self.process.pid, signal.SIGKILL)
+        self.reader.join(10)
+        return self.output
+
+    def leftovers(self):
+        """Processes still running with this data dir (the web server, the worker, its children)."""
+        marker = f"PAI_DATA_DIR={self.env['PAI_DATA_DIR']}".encode()
+        found = []
+        for entry in Path("/proc").iterdir():
+            try:
+                if entry.name.isdigit() and marker in (entry / "environ").read_bytes().split(b"\0"):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+        return found
+
+
+def _stopped_cleanly(serve, output):
+    assert "Segmentation fault" not in output and "***" not in output and "Traceback" not in output, output
+    assert output.rstrip().endswith("pai stopped."), output
+    assert serve.leftovers() == [], output
+
+
 def test_ctrl_c_stops_make_run_once_and_cleanly(fresh_data_dir):
     """Ctrl-C reaches the whole foreground process group of `make run` (make and its shell):
     the web server and the worker stop, each saying so once, and nothing crashes."""
     env, _ = fresh_data_dir
-    port = _free_port()
-    make = subprocess.Popen(
-        ["make", "--no-print-directory", "serve", f"PORT={port}", f"PY={sys.executable}"], cwd=ROOT, env=env,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    serve = Serve(env)
+    serve.wait_for(serve.web_answers, "the web server answering")
+    serve.wait_for(lambda: "running." in serve.output, "the worker reporting it runs")
+    output = serve.ctrl_c()
+    _stopped_cleanly(serve, output)
+    assert output.count("stopping.") == 1 and output.count("has stopped.") == 1, output
+
+
+def test_an_early_ctrl_c_stops_make_run_cleanly_too(fresh_data_dir):
+    """A Ctrl-C while the web server and the worker are still starting: both stop, the
+    worker either before it starts or once it has (then saying so once), nothing crashes."""
+    env, _ = fresh_data_dir
+    serve = Serve(env)
+    # The shell prints this once its trap is set, before it starts either server.
+    serve.wait_for(lambda: "pai is starting at" in serve.output, "the start banner")
+    output = serve.ctrl_c()
+    _stopped_cleanly(serve, output)
+    assert "running." not in output or (output.count("stopping.") == 1 and output.count("has stopped.") == 1), output
+
+
+def _catches(pid, signum):
+    """Whether the process has a handler for `signum` (its SigCgt mask in /proc)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+    return False
+
+
+def test_the_worker_keeps_a_stop_that_arrives_while_it_starts(fresh_data_dir):
+    """SIGTERM as soon as the worker listens for it (long before Django and the cluster are
+    up): it exits 0 without a traceback, either before starting or once started."""
+    env, _ = fresh_data_dir
+    worker = subprocess.Popen(
+        [sys.executable, "-m", "pai.worker"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        text=True, start_new_session=True,
     )
     try:
         deadline = time.monotonic() + 60
-        while True:
-            try:
-                urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=1)
-                break
-            except OSError:
-                assert make.poll() is None and time.monotonic() < deadline, "the web server did not start"
-                time.sleep(0.2)
-        os.killpg(make.pid, signal.SIGINT)  # what the terminal does on Ctrl-C
-        output, _ = make.communicate(timeout=60)
+        while not _catches(worker.pid, signal.SIGTERM):
+            assert worker.poll() is None and time.monotonic() < deadline
+            time.sleep(0.01)
+        worker.send_signal(signal.SIGTERM)
+        worker.send_signal(signal.SIGINT)  # a second Ctrl-C changes nothing
+        output, _ = worker.communicate(timeout=120)
     finally:
-        if make.poll() is None:
-            os.killpg(make.pid, signal.SIGKILL)
-    assert "Segmentation fault" not in output and "***" not in output, output
-    assert output.count("stopping.") == 1 and output.count("has stopped.") == 1, output
-    assert output.rstrip().endswith("pai stopped."), output
+        if worker.poll() is None:
+            os.killpg(worker.pid, signal.SIGKILL)
+    assert worker.returncode == 0 and "Traceback" not in output, output
+    assert "stopped before it started" in output or (
+        output.count("stopping.") == 1 and output.count("has stopped.") == 1
+    ), output
 
 
 def test_health_endpoints(client, db):

@@ -152,7 +152,7 @@ def test_web_runs_gunicorn_with_health_and_readiness_probes(manifests):
 
 def test_worker_runs_the_task_cluster(manifests):
     container = container_of(one(manifests, "Deployment", "pai-worker"))
-    assert container["command"] == ["python", "manage.py", "qcluster"]
+    assert container["command"] == ["python", "-m", "pai.worker"]
     assert container["resources"]["requests"]
 
 
