@@ -19,7 +19,7 @@ from .limits import check_limits
 from .references import check_references, prerequisites_by_type
 from .resources import Sku, TaskRolePlan, leaf_cells_for, plan_leaf_cells
 from .structure import YAML_DUMPER, check_structure, load
-from .templating import as_text, render, unresolved
+from .templating import PLACEHOLDER, as_text, render, unresolved
 
 __all__ = [
     "ParsedJob", "ProtocolError", "Sku", "TaskRolePlan", "leaf_cells_for", "parse_job", "plan_leaf_cells",
@@ -135,7 +135,11 @@ def _check_secrets_size(secrets):
 
 
 def _is_placeholder(value):
-    return isinstance(value, str) and value.strip().startswith("<%") and value.strip().endswith("%>")
+    """Whether a registry password is only a reference to a secret, which shows nothing: any
+    text beside it (`<% $secrets.a %>LIT`), or another kind of placeholder, which the image
+    auth does not resolve, is the password itself, or part of it."""
+    match = PLACEHOLDER.fullmatch(value.strip()) if isinstance(value, str) else None
+    return match is not None and match.group(1) == "secrets"
 
 
 def _image_auth(document, secrets):
