@@ -110,6 +110,7 @@ INSTALLED_APPS = [
     "apps.oncall",
     "apps.monitoring",
     "apps.usage",
+    "apps.portal",
 ]
 
 MIDDLEWARE = [

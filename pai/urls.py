@@ -16,4 +16,5 @@ urlpatterns = [
     path("oidc/", include("apps.accounts.oidc_urls")),
     path("api/", include("pai.api_urls")),
     path("oncall/", include("apps.oncall.urls")),
+    path("", include("apps.portal.urls")),
 ]
