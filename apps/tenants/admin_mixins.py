@@ -7,6 +7,7 @@ deletion is written to pai's audit log with its actor.
 """
 
 from django.contrib import admin
+from django.contrib.admin.filters import FieldListFilter, RelatedFieldListFilter
 from django.contrib.auth import get_user_model
 
 from apps.accounts.roles import admin_tenant_ids, is_platform_admin, is_tenant_admin
@@ -28,6 +29,32 @@ def scoped_choices(model, user):
     if hasattr(manager, "manageable_by"):
         return manager.manageable_by(user)
     return None
+
+
+class ScopedRelatedFieldListFilter(RelatedFieldListFilter):
+    """The sidebar filter of a relation (tenant, group, user, VC, storage...) offers a tenant
+    admin only what they may see: rows of the related model they manage (where it is scoped)
+    that also appear in their own rows of the list. Platform admins get every choice.
+
+    Registered ahead of Django's own filter for every relation, so that no admin list — nor a
+    future one — names another tenant's objects in its sidebar."""
+
+    def field_choices(self, field, request, model_admin):
+        if is_platform_admin(request.user):
+            return super().field_choices(field, request, model_admin)
+        related = field.related_model
+        # Values present in the rows this admin may list, through the filter's whole path.
+        present = model_admin.get_queryset(request).values_list(f"{self.field_path}__pk", flat=True)
+        allowed = related._default_manager.filter(pk__in=present)
+        scoped = scoped_choices(related, request.user)
+        if scoped is not None:
+            allowed = allowed.filter(pk__in=scoped.values("pk"))
+        ordering = self.field_admin_ordering(field, request, model_admin)
+        return field.get_choices(include_blank=False, ordering=ordering,
+                                 limit_choices_to={"pk__in": list(allowed.values_list("pk", flat=True))})
+
+
+FieldListFilter.register(lambda f: f.remote_field, ScopedRelatedFieldListFilter, take_priority=True)
 
 
 class AuditedAdminMixin:
