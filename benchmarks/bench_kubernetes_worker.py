@@ -27,10 +27,10 @@ admits each pod against the tenant's priority-scoped quota, by scanning every ev
 pod it holds, so the time grows with the square of the pods. The default keeps
 `make bench` within minutes.
 
-The worker's client is rate limited by `PAI_KUBE_QPS` / `PAI_KUBE_BURST` (production
-defaults 50/100); the benchmark measures pai, not the limiter, so it lifts the limit
+The worker's client is rate limited by the Cluster's `api_qps` / `api_burst` (defaults
+100/200); the benchmark measures pai, not the limiter, so it lifts the limit
 unless `BENCH_K8S_WORKER_QPS` sets one, and prints how long the same calls would take
-at 50 a second. `BENCH_K8S_WORKER_COMPARE=0` skips the in-memory comparison;
+at 100 a second. `BENCH_K8S_WORKER_COMPARE=0` skips the in-memory comparison;
 `BENCH_K8S_WORKER_TIMEOUT` (900 s) bounds each phase.
 
 The database is dedicated and re-created each run: `BENCH_DATABASE_URL`, else the
@@ -63,7 +63,7 @@ COMPARE = os.environ.get("BENCH_K8S_WORKER_COMPARE", "1") != "0"
 # A phase that has not ended by then is reported as stuck (the benchmark fails).
 PHASE_TIMEOUT = float(os.environ.get("BENCH_K8S_WORKER_TIMEOUT", "900"))
 TARGET = 2000
-PRODUCTION_QPS = 50  # PAI_KUBE_QPS's default (pai/settings.py)
+PRODUCTION_QPS = 100  # Cluster.api_qps's default
 
 
 def peak_rss_mb():
@@ -177,6 +177,7 @@ def kubernetes_cluster(server, data_dir):
         server.add_node(f"k8s-node-{i:04d}", gpus=8, cpu="64", memory="512Gi")
     path = server.write_kubeconfig(pathlib.Path(data_dir) / "kubeconfig", context="pai-test")
     cluster.connection = f"kubeconfig:{path}#pai-test"
+    cluster.api_qps, cluster.api_burst = float(QPS), int(float(os.environ.get("BENCH_K8S_WORKER_BURST", QPS)))
     cluster.save()
     user, vc = build_team(cluster, node_type, NODES)
     return cluster, user, vc
@@ -272,8 +273,6 @@ def compare_in_memory(overall):
 
 
 def main():
-    os.environ["PAI_KUBE_QPS"] = QPS
-    os.environ["PAI_KUBE_BURST"] = os.environ.get("BENCH_K8S_WORKER_BURST", QPS)
     url = database_url("pai_bench_k8s_worker")
     recreate_database(url)
     from tests.kubeserver import KubeServer

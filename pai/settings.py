@@ -302,8 +302,8 @@ PAI_ALERTMANAGER_TOKEN = env("PAI_ALERTMANAGER_TOKEN", "")
 # Bearer token Prometheus sends to /metrics; empty leaves /metrics open in development and
 # closed in production.
 PAI_METRICS_TOKEN = env("PAI_METRICS_TOKEN", "")  # bearer secret of the Alertmanager webhook; empty disables it
-# Kubernetes backend: client rate limit per cluster, node label keys of SKU and topology, device indices.
-PAI_KUBE_QPS, PAI_KUBE_BURST = float(env("PAI_KUBE_QPS", "50")), int(env("PAI_KUBE_BURST", "100"))
+# Kubernetes backend (the client's rate limit is per cluster: Cluster.api_qps/api_burst): node label keys of
+# SKU and topology, device indices.
 # How long one call to a cluster's API keeps retrying (an API server restart passes inside it), and how
 # long a cluster whose API stayed down through a call's retries is paused before the worker probes it.
 PAI_KUBE_RETRY_SECONDS = float(env("PAI_KUBE_RETRY_SECONDS", "30"))

@@ -5,10 +5,14 @@ level of each chain is the node level. Physical cells are the addressed instance
 """
 
 from django.core.exceptions import ValidationError
-from django.core.validators import MinValueValidator, RegexValidator
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 
 from .choices import BackendKind, ClusterClass
+
+# A 1,000-node cluster: 10,000 pods cost ~30,000 requests (create, delete, one more), 5 minutes at 100/s.
+DEFAULT_API_QPS = 100.0
+DEFAULT_API_BURST = 200
 
 name_validator = RegexValidator(
     r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", "Use letters, digits, '_', '-' and '.', starting with a letter or digit."
@@ -29,6 +33,18 @@ class Cluster(models.Model):
         "(optionally '#context'). Local: empty.",
     )
     description = models.TextField(blank=True)
+    # The Kubernetes client's rate limit (a token bucket per cluster): pai's share of the API
+    # server, to be granted by API Priority and Fairness (the Helm chart's FlowSchema).
+    api_qps = models.FloatField(
+        "API requests per second", default=DEFAULT_API_QPS,
+        validators=[MinValueValidator(0.1), MaxValueValidator(10_000)],
+        help_text="Kubernetes: the worker's sustained request rate to this cluster's API server. The default "
+        "suits a 1,000-node cluster (10,000 pods start and end within minutes at about 3 requests each).",
+    )
+    api_burst = models.PositiveIntegerField(
+        "API burst", default=DEFAULT_API_BURST, validators=[MinValueValidator(1), MaxValueValidator(100_000)],
+        help_text="Kubernetes: how many requests may go at once above the rate, after a quiet spell.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
     # Kept by the worker: whether the cluster's API answers (a cluster whose API stays down
     # is paused while the others go on).

@@ -216,6 +216,10 @@ def test_platform_admins_change_the_inventory(world, clients):
     assert AuditEntry.objects.filter(action="cluster.create", actor=world.root).exists()
     response = root.patch("/api/v2/clusters/gpu2/", {"description": "staging"}, format="json")
     assert response.status_code == 200 and response.json()["description"] == "staging"
+    assert (response.json()["api_qps"], response.json()["api_burst"]) == (100.0, 200)
+    response = root.patch("/api/v2/clusters/gpu2/", {"api_qps": 250, "api_burst": 400}, format="json")
+    assert response.status_code == 200 and (response.json()["api_qps"], response.json()["api_burst"]) == (250.0, 400)
+    assert (Cluster.objects.get(name="gpu2").api_qps, Cluster.objects.get(name="gpu2").api_burst) == (250.0, 400)
     sku = {"name": "H100", "gpu": 1, "cpu": 16, "memory_mb": 131072}
     assert root.post("/api/v2/clusters/gpu2/cell-types/", sku, format="json").status_code == 201
     node = {"name": "H100-NODE", "child": "H100", "child_count": 8, "is_node_level": True}
@@ -230,6 +234,10 @@ def test_platform_admins_change_the_inventory(world, clients):
     ("/api/v2/clusters/", {"name": "local"}, "name"),
     ("/api/v2/clusters/", {"name": "bad name"}, "name"),
     ("/api/v2/clusters/", {"name": "x", "cluster_class": "staging"}, "cluster_class"),
+    ("/api/v2/clusters/", {"name": "x", "api_qps": 0}, "api_qps"),
+    ("/api/v2/clusters/", {"name": "x", "api_qps": "fast"}, "api_qps"),
+    ("/api/v2/clusters/", {"name": "x", "api_burst": 0}, "api_burst"),
+    ("/api/v2/clusters/", {"name": "x", "api_burst": 10**9}, "api_burst"),
     ("/api/v2/clusters/local/cell-types/", {"name": "A100"}, "Name already exists"),
     ("/api/v2/clusters/local/cell-types/", {"name": "X", "child": "A100", "child_count": 0}, "child_count"),
     ("/api/v2/clusters/local/cell-types/", {"name": "X", "child": "nope", "child_count": 1}, "child"),

@@ -102,6 +102,7 @@ def test_the_validator_rejects_an_unknown_field(default_manifests):
         (["--set", "secrets.databaseUrl=mysql://db/pai"], "/secrets/databaseUrl"),
         (["--set", "ingress.enabled=true"], "/ingress/hosts"),
         (["--set", "web.replicas=1"], "minAvailable must be below web.replicas"),
+        (["--set", "apiPriority.queues=0"], "/apiPriority/queues"),
     ],
 )
 def test_values_schema_rejects_bad_values(helm, values_args, message):
@@ -136,6 +137,18 @@ def test_cluster_role_binding_binds_the_pods_service_account(manifests):
 
 
 # --------------------------------------------------------------------------- workloads
+def test_flow_schema_gives_the_service_account_its_own_priority_level(helm, manifests):
+    level = one(manifests, "PriorityLevelConfiguration", "pai")
+    assert level["spec"]["type"] == "Limited" and level["spec"]["limited"]["nominalConcurrencyShares"] > 0
+    schema = one(manifests, "FlowSchema", "pai")["spec"]
+    assert schema["priorityLevelConfiguration"] == {"name": "pai"}
+    assert schema["rules"][0]["subjects"] == [
+        {"kind": "ServiceAccount", "serviceAccount": {"name": "pai", "namespace": NAMESPACE}}
+    ]
+    off = render(helm, "--set", "apiPriority.enabled=false")
+    assert not [m for m in off if m["kind"] in ("FlowSchema", "PriorityLevelConfiguration")]
+
+
 def test_web_runs_gunicorn_with_health_and_readiness_probes(manifests):
     web = one(manifests, "Deployment", "pai-web")
     container = container_of(web)

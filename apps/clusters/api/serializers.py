@@ -14,7 +14,7 @@ class ClusterSerializer(serializers.ModelSerializer):
     class Meta:
         model = Cluster
         fields = [
-            "name", "cluster_class", "backend", "connection", "description", "created_at",
+            "name", "cluster_class", "backend", "connection", "description", "api_qps", "api_burst", "created_at",
             "api_available", "api_unavailable_since", "api_error",
         ]
         read_only_fields = ["created_at", "api_available", "api_unavailable_since", "api_error"]

@@ -10,8 +10,8 @@ clusters (:mod:`scheduler.backends.kubernetes`) connect as the row's ``connectio
 - ``kubeconfig:<path>`` or ``kubeconfig:<path>#<context>``: a kubeconfig file readable by
   the worker, with its current context or the named one.
 
-Settings: ``PAI_KUBE_QPS``/``PAI_KUBE_BURST`` bound the client's request rate per
-cluster; ``PAI_KUBE_RETRY_SECONDS`` is how long one call retries and
+The client's request rate is the Cluster row's ``api_qps`` and ``api_burst`` (admin, API).
+Settings: ``PAI_KUBE_RETRY_SECONDS`` is how long one call retries and
 ``PAI_KUBE_CIRCUIT_SECONDS`` how long a cluster whose API stayed down is paused;
 ``PAI_KUBE_SKU_LABEL`` and ``PAI_KUBE_TOPOLOGY_LABELS`` name the node labels
 that carry a node's SKU and topology; ``PAI_KUBE_ASSIGN_DEVICES`` makes pods get pai's
@@ -108,7 +108,7 @@ def record_node(cluster, info):
 def kubernetes_backend(cluster, guard=None):
     try:
         api = connect(
-            cluster.connection, qps=settings.PAI_KUBE_QPS, burst=settings.PAI_KUBE_BURST,
+            cluster.connection, qps=cluster.api_qps, burst=cluster.api_burst,
             backoff=Backoff.within(settings.PAI_KUBE_RETRY_SECONDS),
             circuit=Circuit(cooldown=settings.PAI_KUBE_CIRCUIT_SECONDS, max_cooldown=6 * settings.PAI_KUBE_CIRCUIT_SECONDS),
             guard=guard,
