@@ -46,10 +46,14 @@ class VirtualClusterCellInline(TenantScopedInline, admin.TabularInline):
         if is_platform_admin(request.user):
             return super().get_fields(request, obj)
         # Cell types are the platform's: a team admin reads what one holds here, not behind a link to a page refused to them.
-        return ["cell_type_summary", "count"]
+        return ["cell_type_summary", "chain_name", "count"]
 
     def get_readonly_fields(self, request, obj=None):
-        return () if is_platform_admin(request.user) else ("cell_type_summary", "count")
+        return () if is_platform_admin(request.user) else ("cell_type_summary", "chain_name", "count")
+
+    @admin.display(description="chain")
+    def chain_name(self, obj):
+        return obj.chain.name if obj.chain_id else "any"
 
     @admin.display(description="cell type")
     def cell_type_summary(self, obj):
@@ -58,6 +62,10 @@ class VirtualClusterCellInline(TenantScopedInline, admin.TabularInline):
     def formfield_for_foreignkey(self, db_field, request, **kwargs):
         if db_field.name == "cell_type":
             kwargs["queryset"] = CellType.objects.select_related("cluster").order_by("cluster__name", "name")
+        elif db_field.name == "chain":
+            # A chain is named by the cell type of its top-level physical cells.
+            tops = CellType.objects.filter(physical_cells__parent__isnull=True).values("pk")
+            kwargs["queryset"] = CellType.objects.filter(pk__in=tops).select_related("cluster").order_by("cluster__name", "name")
         return super().formfield_for_foreignkey(db_field, request, **kwargs)
 
 
@@ -82,7 +90,9 @@ class VirtualClusterAdmin(SharingAdminMixin, TenantScopedAdmin):
     inlines = [VirtualClusterCellInline, VirtualClusterGrantInline]
 
     def get_queryset(self, request):
-        return super().get_queryset(request).select_related("tenant", "cluster").prefetch_related("cells__cell_type")
+        return super().get_queryset(request).select_related("tenant", "cluster").prefetch_related(
+            "cells__cell_type", "cells__chain"
+        )
 
     @admin.display(description="guaranteed cells")
     def quota(self, obj):

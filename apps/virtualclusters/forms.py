@@ -1,10 +1,9 @@
 from django import forms
-from django.core.exceptions import ValidationError
 
 from apps.clusters.models import PhysicalCell
 
 from .models import VirtualCluster
-from .services import check_shrink, validate_quotas
+from .services import check_shrink, entry_problems, validate_quotas
 
 
 class VirtualClusterForm(forms.ModelForm):
@@ -59,18 +58,18 @@ class CellsFormSet(forms.BaseInlineFormSet):
         vc = self.instance
         if vc.cluster_id is None:
             return
-        cells, seen = [], set()
+        cells, forms = [], []
         for form in self.forms:
             data = getattr(form, "cleaned_data", None) or {}
             if not data or data.get("DELETE") or not data.get("cell_type"):
                 continue
-            cell_type = data["cell_type"]
-            if cell_type.cluster_id != vc.cluster_id:
-                raise ValidationError(f"Cell type {cell_type.name} belongs to another cluster.")
-            if cell_type.pk in seen:
-                raise ValidationError(f"Cell type {cell_type.name} is listed twice.")
-            seen.add(cell_type.pk)
-            cells.append((cell_type, data["count"]))
+            cells.append((data["cell_type"], data["count"], data.get("chain")))
+            forms.append(form)
+        problems = entry_problems(vc.cluster, cells)
+        for index, field, message in problems:
+            forms[index].add_error(field, message)
+        if problems:
+            return
         pinned = getattr(vc, "_pending_pinned", None)
         pinned_ids = None if pinned is None else [p.pinned_id or p.address for p in pinned]
         validate_quotas(vc.cluster, vc, cells, pinned_ids)

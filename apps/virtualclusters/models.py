@@ -40,19 +40,45 @@ class VirtualCluster(models.Model):
         return self.name
 
 
+def quota_entry_name(cell_type, chain=None):
+    """A quota entry as the scheduler reads it: ``TYPE``, or ``CHAIN.TYPE`` when it names
+    the chain (by its top-level cell type) its cells must come from, as HiveD does."""
+    return cell_type.name if chain is None else f"{chain.name}.{cell_type.name}"
+
+
 class VirtualClusterCell(models.Model):
+    """One quota entry: ``count`` cells of ``cell_type``, from ``chain`` when set."""
+
     virtual_cluster = models.ForeignKey(VirtualCluster, on_delete=models.CASCADE, related_name="cells")
     cell_type = models.ForeignKey("clusters.CellType", on_delete=models.PROTECT, related_name="+")
+    chain = models.ForeignKey(
+        "clusters.CellType", null=True, blank=True, on_delete=models.PROTECT, related_name="+",
+        help_text="The chain the cells must come from, named by its top-level cell type (a rack type, say), "
+        "as HiveD's CHAIN.TYPE; empty: any chain of the SKU.",
+    )
     count = models.PositiveIntegerField(validators=[MinValueValidator(1)])
 
     objects = VirtualClusterPartQuerySet.as_manager()
 
     class Meta:
-        ordering = ["virtual_cluster__name", "cell_type__name"]
-        constraints = [models.UniqueConstraint(fields=["virtual_cluster", "cell_type"], name="unique_vc_cell_type")]
+        ordering = ["virtual_cluster__name", "cell_type__name", "chain__name"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["virtual_cluster", "cell_type"], condition=models.Q(chain__isnull=True),
+                name="unique_vc_cell_type",
+            ),
+            models.UniqueConstraint(
+                fields=["virtual_cluster", "cell_type", "chain"], condition=models.Q(chain__isnull=False),
+                name="unique_vc_chain_cell_type",
+            ),
+        ]
 
     def __str__(self):
-        return f"{self.count} × {self.cell_type.name}"
+        return f"{self.count} × {self.entry}"
+
+    @property
+    def entry(self):
+        return quota_entry_name(self.cell_type, self.chain)
 
 
 class PinnedCell(models.Model):

@@ -60,7 +60,7 @@ def _stored_specs(cluster, chains, exclude=None):
     from .services import vc_spec
 
     return [
-        (vc, vc_spec(vc, cells=[(chains.by_id[c.cell_type_id], c.count) for c in vc.cells.all()],
+        (vc, vc_spec(vc, cells=[(chains.by_id[c.cell_type_id], c.count, chains.by_id.get(c.chain_id)) for c in vc.cells.all()],
                      pinned_ids=[p.physical_cell.pinned_id or p.physical_cell.address for p in vc.pinned_cells.all()]))
         for vc in vcs
     ]
@@ -186,14 +186,18 @@ def jobs_losing_guarantee(cluster, changed_vc, cells, pinned_ids=None):
     from apps.jobs.models import Job
     from apps.jobs.worker.controller import allocation_from_json, engine_job_id
 
-    from .services import vc_spec
+    from .services import quota_entries, vc_spec
 
     if changed_vc.pk is None:
         return []
-    stored_cells = dict(changed_vc.cells.values_list("cell_type_id", "count"))
+    stored_cells = {
+        (cell_type_id, chain_id): count
+        for cell_type_id, chain_id, count in changed_vc.cells.values_list("cell_type_id", "chain_id", "count")
+    }
     wanted = {}
-    for cell_type, count in cells:
-        wanted[cell_type.pk] = wanted.get(cell_type.pk, 0) + count
+    for cell_type, count, chain in quota_entries(cells):
+        key = (cell_type.pk, chain.pk if chain is not None else None)
+        wanted[key] = wanted.get(key, 0) + count
     stored_pinned = {
         p.physical_cell.pinned_id or p.physical_cell.address for p in changed_vc.pinned_cells.select_related("physical_cell")
     }

@@ -10,13 +10,64 @@ from apps.audit.services import record
 from apps.clusters.services import cluster_spec
 
 from .capacity import forget_topology
-from .models import PinnedCell, VirtualCluster, VirtualClusterCell, VirtualClusterGrant
+from .models import PinnedCell, VirtualCluster, VirtualClusterCell, VirtualClusterGrant, quota_entry_name
+
+
+def quota_entries(cells):
+    """`cells` as (CellType, count, chain CellType or None): entries may omit the chain."""
+    return [(entry[0], entry[1], entry[2] if len(entry) > 2 else None) for entry in cells]
+
+
+def entry_problems(cluster, cells):
+    """What is wrong with quota entries [(CellType, count[, chain])] on `cluster`, as
+    [(index, field, message)], field one of "cell_type", "chain": a type or chain of another
+    cluster, a chain that is no top-level cell type of the cluster or holds no such cells,
+    an entry listed twice. Empty when each entry is well formed (whether the cluster can
+    back them all is `validate_quotas`'s question)."""
+    from apps.clusters.models import PhysicalCell
+
+    problems, seen, tops = [], {}, None
+    for index, (ct, _count, chain) in enumerate(quota_entries(cells)):
+        if ct.cluster_id != cluster.pk:
+            problems.append((index, "cell_type", f"Cell type {ct.name} belongs to another cluster."))
+            continue
+        if chain is not None:
+            if chain.cluster_id != cluster.pk:
+                problems.append((index, "chain", f"Cell type {chain.name} belongs to another cluster."))
+                continue
+            if tops is None:
+                tops = set(
+                    PhysicalCell.objects.filter(cluster=cluster, parent__isnull=True).values_list("cell_type_id", flat=True)
+                )
+            if chain.pk not in tops:
+                problems.append((index, "chain", (
+                    f"{chain.name} names no chain of cluster {cluster.name}: a chain is named by the cell type "
+                    "of its top-level physical cells (a rack type, or a node type for standalone nodes)."
+                )))
+                continue
+            inside, node = [], chain
+            while node is not None:
+                inside.append(node.pk)
+                node = node.child
+            if ct.pk not in inside:
+                problems.append((index, "chain", f"Chain {chain.name} holds no {ct.name} cells."))
+                continue
+        key = (ct.pk, chain.pk if chain is not None else None)
+        if key in seen:
+            problems.append((index, "cell_type", f"{quota_entry_name(ct, chain)} is listed twice (entry {seen[key] + 1})."))
+        seen.setdefault(key, index)
+    return problems
 
 
 def vc_spec(vc, cells=None, pinned_ids=None):
-    """The engine's view of one VC; `cells` [(CellType, count)] and `pinned_ids` override stored rows."""
+    """The engine's view of one VC; `cells` [(CellType, count[, chain])] and `pinned_ids`
+    override stored rows. An entry with a chain reads ``CHAIN.TYPE``, as the engine and HiveD do."""
     if cells is None:
-        cells = [(c.cell_type, c.count) for c in vc.cells.select_related("cell_type")] if vc.pk else []
+        cells = [(c.cell_type, c.count, c.chain) for c in vc.cells.select_related("cell_type", "chain")] if vc.pk else []
+    counts = {}
+    for ct, count, chain in quota_entries(cells):
+        name = quota_entry_name(ct, chain)
+        counts[name] = counts.get(name, 0) + count
     if pinned_ids is None:
         pinned_ids = (
             [p.physical_cell.pinned_id or p.physical_cell.address for p in vc.pinned_cells.select_related("physical_cell")]
@@ -25,7 +76,7 @@ def vc_spec(vc, cells=None, pinned_ids=None):
         )
     return scheduler.VirtualClusterSpec(
         name=vc.name,
-        cells=tuple(sorted((ct.name, count) for ct, count in cells)),
+        cells=tuple(sorted(counts.items())),
         pinned_cells=tuple(sorted(pinned_ids)),
         cohort=vc.cohort or None,
         borrowing_limit=vc.borrowing_limit,
@@ -75,7 +126,20 @@ def _pinned_id(physical_cell):
 
 
 def _cells_summary(vc):
-    return sorted(f"{c.count} × {c.cell_type.name}" for c in vc.cells.select_related("cell_type"))
+    return sorted(str(c) for c in vc.cells.select_related("cell_type", "chain"))
+
+
+def _cell_rows(vc, cells):
+    return [
+        VirtualClusterCell(virtual_cluster=vc, cell_type=ct, count=count, chain=chain)
+        for ct, count, chain in quota_entries(cells)
+    ]
+
+
+def check_entries(cluster, cells):
+    problems = entry_problems(cluster, cells)
+    if problems:
+        raise ValidationError({"cells": [message for _index, _field, message in problems]}, code="cells")
 
 
 @transaction.atomic
@@ -83,11 +147,10 @@ def create_virtual_cluster(actor, *, tenant, cluster, name, cells, pinned_cells=
     """Create a VC with its cells. In basic auth mode its same-named group comes with it (OpenPAI's rule)."""
     vc = VirtualCluster(tenant=tenant, cluster=cluster, name=name, **options)
     vc.full_clean()
+    check_entries(cluster, cells)
     validate_quotas(cluster, vc, list(cells), [_pinned_id(p) for p in pinned_cells])
     vc.save()
-    VirtualClusterCell.objects.bulk_create(
-        [VirtualClusterCell(virtual_cluster=vc, cell_type=ct, count=count) for ct, count in cells]
-    )
+    VirtualClusterCell.objects.bulk_create(_cell_rows(vc, cells))
     PinnedCell.objects.bulk_create([PinnedCell(virtual_cluster=vc, physical_cell=p) for p in pinned_cells])
     forget_topology()  # bulk_create sends no post_save
     record(actor, "virtualcluster.create", vc, changes={"cells": _cells_summary(vc), "cluster": cluster.name})
@@ -114,14 +177,13 @@ def set_quota(actor, vc, cells, pinned_cells=None, *, confirm_shrink=False):
     """Replace a VC's cells (and pinned cells when given), refusing what the cluster cannot
     back, and, unless `confirm_shrink`, a quota below what its running jobs hold."""
     pinned_ids = None if pinned_cells is None else [_pinned_id(p) for p in pinned_cells]
+    check_entries(vc.cluster, cells)
     validate_quotas(vc.cluster, vc, list(cells), pinned_ids)
     if not confirm_shrink:
         check_shrink(vc, list(cells), pinned_ids)
     before = _cells_summary(vc)
     vc.cells.all().delete()
-    VirtualClusterCell.objects.bulk_create(
-        [VirtualClusterCell(virtual_cluster=vc, cell_type=ct, count=count) for ct, count in cells]
-    )
+    VirtualClusterCell.objects.bulk_create(_cell_rows(vc, cells))
     if pinned_cells is not None:
         vc.pinned_cells.all().delete()
         PinnedCell.objects.bulk_create([PinnedCell(virtual_cluster=vc, physical_cell=p) for p in pinned_cells])

@@ -100,6 +100,9 @@ def flatten_errors(detail, prefix=""):
     if isinstance(detail, dict):
         lines = []
         for key, value in detail.items():
+            if isinstance(key, int):  # a list field's errors, by the index of the bad items
+                lines += flatten_errors(value, f"{prefix}[{key}]")
+                continue
             path = key if key != "non_field_errors" else ""
             lines += flatten_errors(value, f"{prefix}.{path}" if prefix and path else (path or prefix))
         return lines

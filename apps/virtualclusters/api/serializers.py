@@ -100,3 +100,70 @@ def present_virtual_clusters(vcs):
             "guaranteedCells": leaf_cells,
         }
     return result
+
+
+class QuotaEntrySerializer(serializers.Serializer):
+    cellType = serializers.CharField(max_length=64, help_text="A cell type of the VC's cluster (a leaf type too).")
+    chain = serializers.CharField(
+        max_length=64, required=False, allow_null=True, allow_blank=True, default=None,
+        help_text="The chain the cells come from, named by its top-level cell type (HiveD's CHAIN.TYPE); "
+        "empty or null: any chain of the SKU.",
+    )
+    count = serializers.IntegerField(min_value=1, max_value=1_000_000)
+
+
+class QuotaSerializer(serializers.Serializer):
+    """A VC's quota: its guaranteed cells, entry by entry (pai extension)."""
+
+    cells = QuotaEntrySerializer(many=True, max_length=200)
+    pinnedCells = serializers.ListField(
+        child=serializers.CharField(), read_only=True, help_text="Pinned cells the VC owns (set in the admin)."
+    )
+    confirmShrink = serializers.BooleanField(
+        default=False, write_only=True,
+        help_text="Needed when the new quota is below what the VC's running jobs hold: they run on as "
+        "opportunistic (preemptible) jobs.",
+    )
+
+    def validate_cells(self, entries):
+        """Names become the cluster's cell types; each error names its entry and field."""
+        from apps.virtualclusters.services import entry_problems
+
+        cluster = self.context["cluster"]
+        types = {ct.name: ct for ct in CellType.objects.filter(cluster=cluster).select_related("child")}
+        errors, cells = [{} for _ in entries], []
+        for index, entry in enumerate(entries):
+            cell_type = types.get(entry["cellType"])
+            chain = types.get(entry["chain"]) if entry.get("chain") else None
+            if cell_type is None:
+                errors[index]["cellType"] = [f"Cluster {cluster.name} has no cell type {entry['cellType']!r}."]
+            if entry.get("chain") and chain is None:
+                errors[index]["chain"] = [f"Cluster {cluster.name} has no cell type {entry['chain']!r}."]
+            cells.append((cell_type, entry["count"], chain))
+        if not any(errors):
+            for index, field, message in entry_problems(cluster, cells):
+                errors[index].setdefault("cellType" if field == "cell_type" else field, []).append(message)
+        if any(errors):
+            raise serializers.ValidationError(errors)
+        return cells
+
+
+QUOTA_EXAMPLE = {
+    "cells": [
+        {"cellType": "A100-NODE", "chain": "A100-RACK3", "count": 2},
+        {"cellType": "CPU-NODE", "chain": None, "count": 1},
+    ],
+    "pinnedCells": [],
+}
+
+
+def present_quota(vc):
+    return {
+        "cells": [
+            {"cellType": c.cell_type.name, "chain": c.chain.name if c.chain_id else None, "count": c.count}
+            for c in vc.cells.select_related("cell_type", "chain").order_by("cell_type__name", "chain__name")
+        ],
+        "pinnedCells": sorted(
+            p.physical_cell.pinned_id or p.physical_cell.address for p in vc.pinned_cells.select_related("physical_cell")
+        ),
+    }

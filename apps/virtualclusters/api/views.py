@@ -1,17 +1,29 @@
 """OpenPAI's virtual cluster routes: the VCs you can see, with what they hold and are guaranteed."""
 
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import transaction
 from django.db.models import Prefetch
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, OpenApiResponse, extend_schema
+from rest_framework import serializers
 from rest_framework.response import Response
 
+from apps.accounts.roles import is_platform_admin
 from apps.clusters.models import CellType
 from apps.virtualclusters.capacity import submit_limits
 from apps.virtualclusters.models import PinnedCell, VirtualCluster
-from pai.api.errors import NoVirtualClusterError
+from apps.virtualclusters.services import set_quota
+from pai.api.errors import ForbiddenError, NoVirtualClusterError
 from pai.api.views import ApiView, ErrorSerializer
 
-from .serializers import EXAMPLE, VirtualClusterInfoSerializer, present_virtual_clusters
+from .serializers import (
+    EXAMPLE,
+    QUOTA_EXAMPLE,
+    QuotaSerializer,
+    VirtualClusterInfoSerializer,
+    present_quota,
+    present_virtual_clusters,
+)
 
 
 def _visible_vcs(user):
@@ -135,3 +147,61 @@ class ClusterSkuTypesView(ApiView):
         for name, cpu, memory_mb, gpu in leaves.values_list("name", "cpu", "memory_mb", "gpu"):
             types.setdefault(name, _sku_type(cpu, memory_mb, gpu))
         return Response(dict(sorted(types.items())))
+
+
+class VirtualClusterQuotaView(ApiView):
+    """pai extension: a VC's quota entries. Anyone who sees the VC reads them; platform
+    admins replace them (the cluster must back every VC's quota, as in the admin)."""
+
+    @extend_schema(
+        tags=["virtual cluster"],
+        operation_id="getVirtualClusterQuota",
+        summary="A VC's guaranteed cells, entry by entry, with the chain each entry draws from (pai extension).",
+        responses={
+            200: QuotaSerializer,
+            401: OpenApiResponse(ErrorSerializer, description="UnauthorizedUserError"),
+            404: OpenApiResponse(ErrorSerializer, description="NoVirtualClusterError"),
+        },
+        examples=[OpenApiExample("Quota", value=QUOTA_EXAMPLE, response_only=True)],
+    )
+    def get(self, request, name):
+        return Response(present_quota(_visible_vc(request.user, name)))
+
+    @extend_schema(
+        tags=["virtual cluster"],
+        operation_id="setVirtualClusterQuota",
+        summary="Replace a VC's guaranteed cells (platform admins; pai extension).",
+        description="Refused (400, naming the entry and field) when a cell type or chain is unknown, an entry "
+        "is listed twice, the cluster cannot back every VC's quota, or the quota is below what the VC's running "
+        "jobs hold and `confirmShrink` is not set. Pinned cells are kept.",
+        request=QuotaSerializer,
+        responses={
+            200: QuotaSerializer,
+            400: OpenApiResponse(ErrorSerializer, description="InvalidParametersError"),
+            401: OpenApiResponse(ErrorSerializer, description="UnauthorizedUserError"),
+            403: OpenApiResponse(ErrorSerializer, description="ForbiddenUserError"),
+            404: OpenApiResponse(ErrorSerializer, description="NoVirtualClusterError"),
+        },
+        examples=[
+            OpenApiExample(
+                "Quota", request_only=True,
+                value={"cells": [{"cellType": "A100-NODE", "chain": "A100-RACK3", "count": 2}], "confirmShrink": False},
+            ),
+            OpenApiExample("Quota", value=QUOTA_EXAMPLE, response_only=True),
+        ],
+    )
+    def put(self, request, name):
+        vc = _visible_vc(request.user, name)
+        if not is_platform_admin(request.user):
+            raise ForbiddenError("Only platform admins change quotas.")
+        serializer = QuotaSerializer(data=request.data, context={"cluster": vc.cluster})
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        try:
+            with transaction.atomic():
+                vc = VirtualCluster.objects.select_for_update().get(pk=vc.pk)
+                set_quota(request.user, vc, data["cells"], confirm_shrink=data["confirmShrink"])
+        except DjangoValidationError as exc:
+            field = "confirmShrink" if getattr(exc, "code", None) == "shrink" else "cells"
+            raise serializers.ValidationError({field: exc.messages}) from exc
+        return Response(present_quota(vc))
