@@ -6,6 +6,7 @@ from django.contrib.auth.models import Group as AuthGroup
 from apps.tenants.admin_mixins import AuditedAdminMixin, TenantScopedAdmin, users_manageable_by
 from apps.tenants.models import Membership
 
+from .forms import PaiUserChangeForm, PaiUserCreationForm
 from .models import Group
 from .roles import admin_tenant_ids, forget, is_platform_admin, is_tenant_admin
 
@@ -86,6 +87,8 @@ class PaiUserAdmin(AuditedAdminMixin, UserAdmin):
     """
 
     inlines = [MembershipOfUserInline]
+    form = PaiUserChangeForm
+    add_form = PaiUserCreationForm
     list_display = ("username", "email", "first_name", "last_name", "is_active", "tenants")
     list_filter = ("is_active", "memberships__tenant")
     tenant_admin_fieldsets = (

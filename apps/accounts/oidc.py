@@ -28,13 +28,14 @@ from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 
 from apps.audit.services import record
 
-from . import roles
+from . import roles, usernames
 from .models import Group
 
 logger = logging.getLogger(__name__)
 
 # Set on the request when the provider vouched for the user but pai refuses them.
 REFUSED_NO_GROUP = "no_group"
+REFUSED_NAME_TAKEN = "name_taken"
 
 
 def claim_group_names(claims):
@@ -177,6 +178,12 @@ class PaiOIDCBackend(OIDCAuthenticationBackend):
                 username = claims[settings.PAI_OIDC_USERNAME_CLAIM]
                 logger.info("OIDC login of %s refused: in no group that pai mirrors", username)
                 self.request.pai_oidc_refusal = REFUSED_NO_GROUP
+                return None
+            if user is None and usernames.is_taken(claims[settings.PAI_OIDC_USERNAME_CLAIM]):
+                # Another account holds the name in another case: never sign in as it, nor beside it.
+                logger.warning("OIDC login of %s refused: the name is taken in another case",
+                               claims[settings.PAI_OIDC_USERNAME_CLAIM])
+                self.request.pai_oidc_refusal = REFUSED_NAME_TAKEN
                 return None
             if user is None:
                 user = self.create_user(claims)

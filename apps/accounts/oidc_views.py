@@ -31,7 +31,7 @@ from pai.api.errors import NoApiError
 from pai.api.views import ApiView, ErrorSerializer
 
 from . import services
-from .oidc import REFUSED_NO_GROUP, provider_logout_url
+from .oidc import REFUSED_NAME_TAKEN, REFUSED_NO_GROUP, provider_logout_url
 
 NEXT_PARAMETERS = ("next", "redirect_uri", "from")
 
@@ -101,6 +101,8 @@ class CallbackView(OIDCAuthenticationCallbackView):
     def login_failure(self):
         if getattr(self.request, "pai_oidc_refusal", None) == REFUSED_NO_GROUP:
             return render(self.request, "accounts/oidc/refused.html", {"contact": contact()}, status=403)
+        if getattr(self.request, "pai_oidc_refusal", None) == REFUSED_NAME_TAKEN:
+            return render(self.request, "accounts/oidc/name_taken.html", {"contact": contact()}, status=403)
         return render(self.request, "accounts/oidc/failed.html", {"contact": contact()}, status=403)
 
 

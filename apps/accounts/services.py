@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from apps.audit.services import record
 
-from . import roles
+from . import roles, usernames
 from .models import ApiToken, Group, UserProfile
 from .tokens import digest_of, new_secret, prefix_of
 
@@ -123,8 +123,8 @@ def create_user(
 ):
     """Create a basic-mode account; `virtual_clusters` become groups, `tenants` memberships besides theirs."""
     User = get_user_model()
-    if User.objects.filter(username=username).exists():
-        raise IntegrityError(f"User name {username} already exists.")
+    if usernames.is_taken(username):
+        raise IntegrityError(f"User name {username} {usernames.TAKEN}.")
     user = User(username=username, email=email or "")
     _check_password(password, user, "password")
     user.set_password(password)

@@ -24,6 +24,7 @@ from django.utils import timezone
 from django.utils.encoding import force_bytes
 from django.utils.http import urlsafe_base64_encode
 
+from apps.accounts import usernames as usernames_rule
 from apps.accounts.models import Group
 from apps.accounts.roles import DEFAULT_GROUP, forget
 from apps.audit.models import AuditEntry
@@ -136,9 +137,7 @@ def _check_row(row, tenant, groups_by_name, taken):
 
 
 def _taken_usernames(usernames):
-    User = get_user_model()
-    existing = User.objects.filter(username__in=usernames).values_list("username", flat=True)
-    return {name.lower(): "already exists" for name in existing}
+    return {name: usernames_rule.TAKEN for name in usernames_rule.taken_among(usernames)}
 
 
 def _create_members(actor, tenant, rows, groups_by_name, base_url):

@@ -451,3 +451,16 @@ def test_the_admin_refuses_a_signed_in_member(browser, provider, idp_groups):
     assert "administers neither pai nor a team" in response.content.decode()
     assert 'action="/oidc/logout/"' in response.content.decode()
 
+
+
+@pytest.mark.django_db
+def test_a_username_claim_that_differs_from_an_account_only_in_case_is_refused(browser, provider, idp_groups):
+    sub = new_subject()
+    provider.set_user(sub, preferred_username="A_Member", email="x@example.org", groups=["idp-team-a"])
+
+    response = browser.login(sub)
+
+    assert response.status_code == 403
+    assert "differs from\nyours only in letter case" in response.content.decode()
+    assert browser.me().status_code == 401
+    assert list(User.objects.filter(username__iexact="a_member").values_list("username", flat=True)) == ["a_member"]

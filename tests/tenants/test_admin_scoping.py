@@ -253,7 +253,7 @@ def test_onboard_one_user_through_the_admin(world, client, django_capture_on_com
         url, {"username": "eve", "email": "eve2@example.com", "role": "member", "groups": [world.group_a.pk]}
     )
     assert response.status_code == 200
-    assert "already exists" in str(response.context["form"].errors["username"])
+    assert "is taken" in str(response.context["form"].errors["username"])
 
 
 def test_onboard_action_from_the_changelist_redirects_to_the_form(world, client):
@@ -273,7 +273,7 @@ def test_bulk_onboard_through_the_admin_reports_lines(world, client, django_capt
     bad = SimpleUploadedFile("people.csv", b"fay,fay@example.com,team_a\nb_member,x@example.com,\n")
     response = client.post(url, {"csv_file": bad})
     assert response.status_code == 200
-    assert response.context["problems"] == ["line 2: username: 'b_member' already exists"]
+    assert response.context["problems"] == ["line 2: username: 'b_member' is taken"]
     assert not Membership.objects.filter(user__username="fay").exists()
     good = SimpleUploadedFile("people.csv", b"fay,fay@example.com,team_a\ngus,gus@example.com,\n")
     with django_capture_on_commit_callbacks(execute=True):

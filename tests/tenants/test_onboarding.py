@@ -72,7 +72,7 @@ def test_onboarding_is_audited(world):
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"username": "a_member"}, "username: 'a_member' already exists"),
+        ({"username": "a_member"}, "username: 'a_member' is taken"),
         ({"username": "bad name!"}, "username: Enter a valid username"),
         ({"email": "not-an-email"}, "email: Enter a valid email address."),
         ({"groups": ["team_b"]}, "groups: 'team_b' is not a group of Team A"),
@@ -132,7 +132,7 @@ onlyname
         bulk_onboard(world.a_admin, world.tenant_a, csv_text)
     assert excinfo.value.errors == [
         "line 6: expected at least username and email, got 1 value(s)",
-        "line 3: username: 'a_member' already exists",
+        "line 3: username: 'a_member' is taken",
         "line 4: username: 'ann' repeats line 2",
         "line 5: email: Enter a valid email address.",
         "line 5: groups: 'team_b' is not a group of Team A",

@@ -40,7 +40,7 @@ from pai.api.parsers import FormParser, JSONParser
 from pai.api.permissions import BasicModeOnly, NotApplicationToken
 from pai.api.views import PAGE_PARAMETERS, ApiView, ErrorSerializer, MessageSerializer, message, openpai_page
 
-from .. import lockout, services
+from .. import lockout, services, usernames
 from ..models import ApiToken, Group
 from ..roles import ADMIN_GROUP, DEFAULT_GROUP, admin_tenant_ids, is_platform_admin
 from ..selectors import users_manageable_by, users_visible_to
@@ -279,7 +279,7 @@ class UserListView(ApiView):
                 "username": "alice", "password": "a-long-passphrase", "email": "alice@example.com",
                 "admin": False, "virtualCluster": ["team_a"], "extension": {}}),
             OpenApiExample("Created", value={"message": "User is created successfully"}, response_only=True),
-            OpenApiExample("Exists", value={"code": "ConflictUserError", "message": "User name alice already exists."},
+            OpenApiExample("Exists", value={"code": "ConflictUserError", "message": "User name alice is taken."},
                            response_only=True, status_codes=["409"]),
         ],
     )
@@ -310,7 +310,7 @@ class UserListView(ApiView):
                 tenants=tenants,
             )
         except IntegrityError:
-            raise ConflictUserError(f"User name {data['username']} already exists.") from None
+            raise ConflictUserError(f"User name {data['username']} {usernames.TAKEN}.") from None
         return Response(message("User is created successfully"), status=status.HTTP_201_CREATED)
 
     @extend_schema(
