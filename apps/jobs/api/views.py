@@ -2,7 +2,6 @@
 `Job.objects.visible_to` / `readable_by`, call `services`, and shape OpenPAI's JSON."""
 
 import uuid
-from pathlib import Path
 
 from django.conf import settings
 from django.http import FileResponse, HttpResponse
@@ -21,10 +20,11 @@ from scheduler import exitcodes
 from .. import services
 from ..choices import COMPLETED_STATES
 from ..filters import JobFilterSet
-from ..models import Job, JobAttempt, JobEvent, JobTag, Task, TaskLog
+from ..models import Job, JobAttempt, JobEvent, JobTag, Task
 from ..errors import ForbiddenUserError, InvalidParametersError, NoJobConfigError, NoJobError, NoJobSshInfoError
 from ..protocol.structure import storable_text
 from ..querysets import is_manageable, is_readable
+from ..reading import LOG_TAIL_BYTES, exit_of, kept_log, log_file
 from . import docs
 from .parsers import JSONParser, PlainTextParser, XYAMLTextParser, YAMLTextParser
 from .renderers import YAMLRenderer
@@ -37,7 +37,6 @@ from .summaries import job_summaries
 from .throttles import JobListThrottle, JobSubmitThrottle
 
 MAX_LIMIT = 1000
-LOG_TAIL_BYTES = 16 * 1024
 
 _ERRORS = {
     400: OpenApiResponse(ErrorSerializer, description="Bad input; the message names the field."),
@@ -189,20 +188,8 @@ def _exit_messages(diagnostics):
     return None if not diagnostics else {"container": None, "runtime": None, "launcher": diagnostics}
 
 
-def _exit_of(job, attempt):
-    """(code, spec row code, diagnostics, trigger message) of how the attempt ended; for a job
-    that ended without an attempt (refused by the scheduler, stopped while queued), the job's."""
-    if attempt is not None:
-        return attempt.exit_code, attempt.exit_spec_code, attempt.exit_diagnostics, attempt.exit_trigger_message
-    if job.app_exit_code is None:
-        return None, None, "", ""
-    if job.app_exit_code == exitcodes.STOP_REQUESTED:
-        return job.app_exit_code, None, "The job was stopped before it was placed.", "stopped by the user"
-    return job.app_exit_code, None, job.wait_reason, job.wait_reason
-
-
 def _attempt_json(request, job, attempt, latest_index):
-    code, spec_code, diagnostics, trigger = _exit_of(job, attempt)
+    code, spec_code, diagnostics, trigger = exit_of(job, attempt)
     row = exitcodes.row(spec_code if spec_code is not None else code) if code is not None else None
     return {
         "jobName": job.name,
@@ -309,7 +296,7 @@ class JobDetailView(APIView):
         attempt = attempts.first()
         if attempt is None and attempt_index is not None:
             raise NoJobError(f"Attempt {attempt_index} of job {username}~{name} is not found.")
-        code, spec_code, diagnostics, trigger = _exit_of(job, attempt)
+        code, spec_code, diagnostics, trigger = exit_of(job, attempt)
         body = {
             "name": job.name,
             "debugId": job.debug_id,
@@ -583,22 +570,6 @@ def _task_attempt(request, username, name, attempt_index, task_role, task_index,
     return job, task, task_attempt
 
 
-def _log_file(task_attempt):
-    """The task attempt's log file, if the backend has written one inside pai's data directory."""
-    if not task_attempt.log_path:
-        return None
-    path = Path(task_attempt.log_path).resolve()
-    root = Path(settings.PAI_DATA_DIR).resolve()
-    if root not in path.parents or not path.is_file():
-        return None
-    return path
-
-
-def _kept_log(task_attempt):
-    """The end of the log the worker kept when the pod ended (a backend that forgets it with the pod)."""
-    return TaskLog.objects.filter(pk=task_attempt.pk).values_list("text", flat=True).first()
-
-
 def _tail_mode(request):
     params = request.query_params
     return "true" in (params.get("tail-mode", "").lower(), params.get("tailMode", "").lower())
@@ -615,7 +586,7 @@ class TaskAttemptLogsView(APIView):
             request, username, name, attempt_index, task_role, task_index, task_attempt_index
         )
         locations = []
-        if _log_file(task_attempt) is not None or _kept_log(task_attempt) is not None:
+        if log_file(task_attempt) is not None or kept_log(task_attempt) is not None:
             uri = _log_uri(request, job, task.job_attempt, task, task_attempt)
             # OpenPAI's clients ask for the tail here (`tail-mode`, or the JS SDK's `tailMode`).
             if _tail_mode(request):
@@ -637,9 +608,9 @@ class TaskAttemptLogView(APIView):
         _, _, task_attempt = _task_attempt(
             request, username, name, attempt_index, task_role, task_index, task_attempt_index
         )
-        path = _log_file(task_attempt)
+        path = log_file(task_attempt)
         if path is None:
-            kept = _kept_log(task_attempt)
+            kept = kept_log(task_attempt)
             if kept is None:
                 raise NoJobError("This task attempt has no log yet.")
             data = kept.encode()
