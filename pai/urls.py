@@ -6,7 +6,6 @@ from apps.monitoring.views import metrics
 from . import views
 
 urlpatterns = [
-    path("", views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),
     path("readyz", views.readyz, name="readyz"),
     path("metrics", metrics, name="metrics"),

@@ -1,11 +1,6 @@
 from django.conf import settings
 from django.db import connection
 from django.http import JsonResponse
-from django.shortcuts import render
-
-
-def home(request):
-    return render(request, "home.html", {"auth_mode": settings.PAI_AUTH_MODE})
 
 
 def healthz(request):

@@ -1,12 +1,26 @@
 """The portal's routes, mounted at the site root (pai/urls.py). Names live in the `portal`
-namespace: `{% url 'portal:job-list' %}`."""
+namespace: `{% url 'portal:job-list' %}`. A job is `<username>~<name>`, as in the API: user
+names hold no `~`, job names neither."""
 
-from django.urls import path  # noqa: F401  (each page family adds its routes below)
+from django.urls import path, re_path
+
+from .views import jobs
 
 app_name = "portal"
 
+JOB = r"^jobs/(?P<username>[^/~]+)~(?P<name>[^/~]+)"
+
 urlpatterns = [
     # Home, job list, job detail and logs (apps/portal/views/jobs.py).
+    path("", jobs.home, name="home"),
+    path("jobs/", jobs.job_list, name="job-list"),
+    path("jobs/bulk", jobs.job_bulk, name="job-bulk"),
+    re_path(JOB + r"/$", jobs.job_detail, name="job-detail"),
+    re_path(JOB + r"/stop$", jobs.job_stop, name="job-stop"),
+    re_path(
+        JOB + r"/attempts/(?P<attempt>\d+)/tasks/(?P<role>[^/]+)/(?P<index>\d+)/log$",
+        jobs.task_log, name="task-log",
+    ),
     # Submission, clone, templates (apps/portal/views/submit.py).
     # Virtual clusters, the cluster, the account (apps/portal/views/vcs.py, cluster.py, account.py).
 ]

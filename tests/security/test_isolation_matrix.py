@@ -281,10 +281,6 @@ API = {
         (401, 200, 200, 200, 200, 200),
 }
 HTML = {
-    ('GET', ''):
-        (200, 200, 200, 200, 200, 200),
-    ('POST', ''):
-        (200, 200, 200, 200, 200, 200),
     ('GET', 'accounts/login'):
         (200, 200, 200, 200, 200, 200),
     ('POST', 'accounts/login'):
@@ -381,6 +377,40 @@ HTML = {
     ('POST', 'readyz'):
         (200, 200, 200, 200, 200, 200),
 }
+# The portal's pages (apps/portal), one block per page family. Signed-out visitors are sent to
+# sign in (302); a job's pages answer 404 to whoever may not read the job, as a missing one.
+PORTAL = {
+    # Home, job list, job detail, stop, bulk actions, logs (apps/portal/views/jobs.py).
+    ('GET', ''):
+        (200, 200, 200, 200, 200, 200),
+    ('POST', ''):
+        (405, 405, 405, 405, 405, 405),
+    ('GET', 'jobs'):
+        (302, 200, 200, 200, 200, 200),
+    ('POST', 'jobs'):
+        (302, 405, 405, 405, 405, 405),
+    # An empty POST names no job: back to the list with the error.
+    ('GET', 'jobs/bulk'):
+        (302, 405, 405, 405, 405, 405),
+    ('POST', 'jobs/bulk'):
+        (302, 302, 302, 302, 302, 302),
+    ('GET', 'jobs/{username}~{name}'):
+        (302, 200, 200, 404, 200, 200),
+    ('POST', 'jobs/{username}~{name}'):
+        (302, 405, 405, 405, 405, 405),
+    # The guest holds a read-only share: 403.
+    ('GET', 'jobs/{username}~{name}/stop'):
+        (302, 405, 405, 405, 405, 405),
+    ('POST', 'jobs/{username}~{name}/stop'):
+        (302, 302, 302, 404, 302, 403),
+    ('GET', 'jobs/{username}~{name}/attempts/{attempt}/tasks/{role}/{index}/log'):
+        (302, 200, 200, 404, 200, 200),
+    ('POST', 'jobs/{username}~{name}/attempts/{attempt}/tasks/{role}/{index}/log'):
+        (302, 405, 405, 405, 405, 405),
+    # Submission, clone, templates (apps/portal/views/submit.py).
+    # Virtual clusters, the cluster, the account (apps/portal/views/vcs.py, cluster.py, account.py).
+}
+HTML.update(PORTAL)
 # Admin pages per registered model: page -> the status for each principal.
 ADMIN = {
     'accounts.group': {
@@ -569,9 +599,9 @@ def path_values(key, w):
         "username": "a_member", "groupname": "team_a", "token": w.a_token, "slug": "team-a",
         "cluster_name": "local", "address": "rack-1", "attempt_index": 0, "task_role": "taskrole",
         "task_index": 0, "task_attempt_index": 0, "uidb64": "MQ", "action": "acknowledge",
-        "path": "v2/no-such-route",
+        "path": "v2/no-such-route", "attempt": 0, "role": "taskrole", "index": 0,
     }
-    if "/jobs/" in key:
+    if "/jobs/" in key or key.startswith("jobs/"):
         values["name"] = w.job.name
     elif "virtual-clusters" in key:
         values["name"] = "team_a"
@@ -679,7 +709,8 @@ def test_html_page(matrix_world, client_for, key):
 
 
 MISSING = {"username": "nobody", "groupname": "no_group", "token": "no-such-token", "slug": "no-team",
-           "name": "no_such_thing", "pk": 987654, "attempt_index": 97, "task_index": 96, "task_attempt_index": 95}
+           "name": "no_such_thing", "pk": 987654, "attempt_index": 97, "task_index": 96, "task_attempt_index": 95,
+           "attempt": 97, "index": 96}
 
 
 def _hidden_from_b_member(table):

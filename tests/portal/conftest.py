@@ -1,0 +1,100 @@
+"""The portal's browser: Debian's headless Chromium driven by Playwright, shared by every page test.
+
+- `browser` (session): one Chromium for the whole run (launching it costs about a second).
+- `portal` (per test): `portal.page(user, width=1280)` gives a Page signed in as `user` (None for
+  an anonymous visitor) on the live server; `portal.url("/jobs/")` the absolute address;
+  `portal.shoot(page, "job-list")` writes `test-artifacts/portal/job-list-desktop.png` and
+  `job-list-375.png` (the same page at 1280 and 375 pixels wide, full length).
+
+Tests that use `portal` need the live server to see their rows:
+`@pytest.mark.django_db(transaction=True)` (the suite adds serialized_rollback).
+
+While Playwright's sync API is active its event loop runs in the test thread, so Django would
+refuse database calls from it ("SynchronousOnlyOperation"): the session fixture allows them
+(DJANGO_ALLOW_ASYNC_UNSAFE) for as long as the browser lives.
+"""
+
+import os
+
+import pytest
+from django.conf import settings
+from django.test import Client
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+ARTIFACTS = settings.BASE_DIR / "test-artifacts" / "portal"
+DESKTOP = 1280
+PHONE = 375
+TIMEOUT_MS = 20_000
+
+
+@pytest.fixture(scope="session")
+def browser():
+    assert os.access(CHROMIUM, os.X_OK), f"{CHROMIUM} is missing: run `make system-deps`"
+    from playwright.sync_api import expect, sync_playwright
+
+    before = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    expect.set_options(timeout=TIMEOUT_MS)
+    manager = sync_playwright().start()
+    chromium = manager.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+    try:
+        yield chromium
+    finally:
+        chromium.close()
+        manager.stop()
+        if before is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = before
+
+
+def shoot(page, name):
+    """Screenshots of `page` as it is now, at desktop and at 375 px wide, into test-artifacts/portal/."""
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    size = page.viewport_size or {"width": DESKTOP, "height": 900}
+    for label, width in (("desktop", DESKTOP), (str(PHONE), PHONE)):
+        page.set_viewport_size({"width": width, "height": size["height"]})
+        page.screenshot(path=str(ARTIFACTS / f"{name}-{label}.png"), full_page=True)
+    page.set_viewport_size(size)
+
+
+class Portal:
+    def __init__(self, browser, base):
+        self.browser = browser
+        self.base = base
+        self._contexts = []
+
+    def url(self, path):
+        return self.base + path
+
+    def page(self, user=None, width=DESKTOP, height=900):
+        """A new browser page (own cookies) signed in as `user`, or anonymous when None."""
+        context = self.browser.new_context(viewport={"width": width, "height": height})
+        self._contexts.append(context)
+        if user is not None:
+            client = Client()
+            client.force_login(user)
+            session = client.cookies[settings.SESSION_COOKIE_NAME].value
+            context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": session, "url": self.base}])
+        page = context.new_page()
+        page.set_default_timeout(TIMEOUT_MS)
+        return page
+
+    def shoot(self, page, name):
+        shoot(page, name)
+
+    def close(self):
+        for context in self._contexts:
+            context.close()
+        self._contexts.clear()
+
+
+@pytest.fixture
+def portal(browser, live_server):
+    p = Portal(browser, live_server.url)
+    yield p
+    p.close()
