@@ -86,8 +86,8 @@ class ReservationInfo:
     """Devices held for a waiting gang, that no other gang may use. ``kind``:
     ``"preemption"`` — the gang preempts ``victims`` (``committed`` once they were told
     to stop) and runs when they are gone; ``"starvation"`` — the gang waited longer than
-    its VC's threshold, and ``until`` is when the jobs on those devices reach their
-    maximum runtime (``None``: some declared none)."""
+    its VC's threshold, and ``until`` is when the jobs on those devices, and those whose
+    quota it needs, reach their maximum runtime (``None``: some declared none)."""
 
     job_id: str
     kind: str
@@ -96,6 +96,10 @@ class ReservationInfo:
     until: float | None = None
     victims: tuple[str, ...] = ()
     committed: bool = False
+    # A starving gang's VC and the leaf cells of its quota held, per SKU: the VC's other
+    # gangs may use only the rest of its quota unless they end before ``until``.
+    vc: str | None = None
+    leaf_cells: tuple[tuple[str, int], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from .placement import NO_BLOCK, Blocked, Placer, PodNeed, Shortage
 from .preemption import VictimSearch, candidates
 from .queue import (
     PREEMPTION,
+    STARVATION,
     Reservation,
     ReservationBook,
     bad_nodes_note,
@@ -78,6 +79,11 @@ class _Shortfall:
     blocked: Blocked
 
 
+class _HeldBack(str):
+    """A gang waiting because starving gangs of its VC hold the quota it would take: it
+    reserves nothing of its own meanwhile (it could not use it before they run)."""
+
+
 _Wait = str | _Shortfall | _Preempting
 
 
@@ -115,6 +121,8 @@ class Engine:
         self._failures: dict[tuple, tuple[int, str]] = {}
         self.pending: dict[str, PendingPreemption] = {}
         self._candidates: dict[tuple, list[RunningJob]] = {}
+        self._running_at: dict[tuple, int] = {}
+        self._cycle_reservations: ReservationBook = ReservationBook()
 
     # --- cluster events --------------------------------------------------------------
 
@@ -236,6 +244,7 @@ class Engine:
         preemptions: list[Preemption] = []
         reasons: dict[str, _Wait] = {}
         reservations = ReservationBook(self.pending[j].reservation(self.topology) for j in sorted(self.pending))
+        self._cycle_reservations = reservations
         borrowers: dict[str, list[tuple[GangRequest, list[GangOption]]]] = {}
 
         for gang, options in ordered:
@@ -267,7 +276,13 @@ class Engine:
             if self.requests.lenders[vc.name]:
                 borrowers.setdefault(gang.vc, []).append((gang, options))
             needs = options[0].needs
-            if now - gang.submitted_at >= self.starvation_threshold and not self._over_user_cap(gang, vc, needs):
+            threshold = vc.spec.starvation_threshold
+            if threshold is None:
+                threshold = self.starvation_threshold
+            if (
+                now - gang.submitted_at >= threshold and not isinstance(outcome, _HeldBack)
+                and not self._over_user_cap(gang, vc, needs)
+            ):
                 reservation = self._reserve(gang, needs, reservations, now)
                 if reservation is not None:
                     reservations.append(reservation)
@@ -289,7 +304,7 @@ class Engine:
         for gang, _ in ordered:
             if gang.job_id in reasons:
                 positions[gang.vc] = positions.get(gang.vc, 0) + 1
-                reason = self._explain(reasons[gang.job_id], reservations, now, explained)
+                reason = self._explain(gang, reasons[gang.job_id], reservations, now, explained)
                 waiting.append(WaitInfo(gang.job_id, reason, positions[gang.vc]))
         return CycleResult(
             placements=tuple(j.allocation(self.topology) for j in placements),
@@ -316,6 +331,8 @@ class Engine:
             until=r.until,
             victims=r.victims,
             committed=pending is not None and pending.committed,
+            vc=r.vc,
+            leaf_cells=r.leaves,
         )
 
     def _new_job(self, gang: GangRequest, now: float) -> RunningJob:
@@ -344,6 +361,74 @@ class Engine:
             f"{vc.name!r}; the job needs {total} more"
         )
 
+    def _held_back(
+        self, gang: GangRequest, vc: VcState, needs: list[PodNeed], held: dict[str, int], holder: Reservation,
+        now: float, taken: dict[str, int] | None = None,
+    ) -> _HeldBack | None:
+        """Why the gang may not take its VC's quota that starving gangs hold (``None``: it
+        leaves them enough). What they hold must be free when the first of them expects
+        to start, counting the VC's jobs that will still run then (those without a
+        maximum runtime always do). ``taken``: what the gang took of its VC's own quota
+        once placed (borrowing, it may bind some); otherwise what it asks."""
+        at = min((r.until for r in self._holders(vc.name, gang, now)), key=lambda u: -1.0 if u is None else u)
+        for sku in sorted(held):
+            if taken is not None:
+                need = taken.get(sku, 0)
+            else:
+                need = sum(n.leaf_cells for n in needs if n.sku == sku and n.pinned_cell is None)
+            if need == 0:
+                continue
+            chain = self.topology.chains[sku]
+            quota = vc.quota_leaves(chain)
+            running = self._own_leaves_running_at(vc, chain, at, exclude=gang.job_id)
+            if quota - vc.lent_leaves.get(sku, 0) - running - need >= held[sku]:
+                continue
+            return _HeldBack(
+                f"blocked behind the reservation for job {holder.job_id} on {', '.join(holder.nodes)}, which holds "
+                f"{held[sku]} of the {quota} {sku} of VC {vc.name!r} until {self._until(holder, now)}"
+                f"{self._runtime_note(gang)}"
+            )
+        return None
+
+    def _holders(self, vc: str, gang: GangRequest, now: float) -> list[Reservation]:
+        return [
+            r for r in self._cycle_reservations
+            if r.kind == STARVATION and r.vc == vc and r.job_id != gang.job_id and not r.admits(gang, now)
+        ]
+
+    def _own_leaves_running_at(self, vc: VcState, chain: Chain, at: float | None, exclude: str) -> int:
+        """Leaf cells of the VC's own quota in ``chain`` its jobs will still hold at
+        ``at`` (``None``: all they hold now)."""
+        key = (vc.name, chain.sku.name, at, exclude, self.ledger.version)
+        found = self._running_at.get(key)
+        if found is not None:
+            return found
+        total = 0
+        for job in self.ledger.guaranteed_by_vc.get(vc.name, {}).values():
+            if job.job_id == exclude or job.state == TERMINATING:
+                continue
+            ends = job.ends_at()
+            if at is not None and ends is not None and ends <= at:
+                continue
+            total += sum(
+                len(p.devices) for p in job.pods
+                if p.binding is not None and not p.binding.pinned and not p.binding.borrowed and p.node.chain is chain
+            )
+        if len(self._running_at) > 256:
+            self._running_at.clear()
+        self._running_at[key] = total
+        return total
+
+    @staticmethod
+    def _until(r: Reservation, now: float) -> str:
+        return "its running jobs finish (they declared no maximum runtime)" if r.until is None else clock(r.until, now)
+
+    @staticmethod
+    def _runtime_note(gang: GangRequest) -> str:
+        if gang.max_runtime is None:
+            return "; this job declares no maximum runtime"
+        return "; this job's maximum runtime would end later"
+
     def _admit_guaranteed(
         self,
         gang: GangRequest,
@@ -361,10 +446,14 @@ class Engine:
                 return hit[1]
         lenders = [self.vcs[n] for n in self.requests.lenders[vc.name]] if borrowing else None
         ids, blocked = reservations.blocked_for(gang, now)
+        held, holder = reservations.quota_held(gang, now) if reservations else ({}, None)
         first_reason: _Wait | None = None
         for option in options:
             needs = option.needs
             reason: _Wait | None = self._over_user_cap(gang, vc, needs)
+            if reason is None and holder is not None and not borrowing:
+                # Its own quota only: what a starving gang holds is not there for it.
+                reason = self._held_back(gang, vc, needs, held, holder, now)
             if reason is None:
                 key = (gang.vc, gang.priority, option.shape, ids, borrowing)
                 hit = self._failures.get(key)
@@ -373,7 +462,16 @@ class Engine:
                 else:
                     job = self._new_job(gang, now)
                     mark = self.topology.mark()
+                    before = {sku: vc.own_used_leaves(sku) for sku in held}
                     shortage = self.placer.place_guaranteed(job, vc, needs, lenders, blocked)
+                    if shortage is None and holder is not None and borrowing:
+                        # Borrowing, it may still have bound some of its own quota.
+                        taken = {sku: vc.own_used_leaves(sku) - before[sku] for sku in held}
+                        reason = self._held_back(gang, vc, needs, held, holder, now, taken)
+                        if reason is not None:
+                            self.topology.rollback(mark)
+                            first_reason = first_reason or reason
+                            continue
                     if shortage is None:
                         self.ledger.register(job)
                         self.topology.commit()
@@ -713,25 +811,68 @@ class Engine:
                 else:
                     ends = job.started_at + job.min_runtime if job.opportunistic else job.ends_at()
                 until = None if until is None or ends is None else max(until, ends)
+        leaves: dict[str, int] = {}
+        for need in needs:
+            if need.pinned_cell is None:
+                leaves[need.sku] = leaves.get(need.sku, 0) + need.leaf_cells
+        for sku in sorted(leaves):
+            until = self._quota_frees_at(vc, sku, leaves[sku], gang.priority, until)
         return Reservation(
             job_id=gang.job_id,
             devices=tuple(sorted(devices.items())),
             nodes=tuple(sorted(n.name for n in nodes.values())),
             until=until,
+            vc=gang.vc,
+            leaves=tuple(sorted(leaves.items())),
         )
+
+    def _quota_frees_at(self, vc: VcState, sku: str, need: int, priority: int, until: float | None) -> float | None:
+        """When the VC has ``need`` leaf cells of its own quota free, if its jobs of
+        priority up to ``priority`` end at their maximum runtimes (those of higher
+        priority stay): ``until`` or later; ``None`` if that depends on a job without one."""
+        if until is None:
+            return None
+        chain = self.topology.chains[sku]
+        free = vc.quota_leaves(chain) - vc.own_used_leaves(sku) - vc.lent_leaves.get(sku, 0)
+        if free >= need:
+            return until
+        own = []
+        for job in self.ledger.guaranteed_by_vc.get(vc.name, {}).values():
+            if job.priority > priority or job.state != RUNNING:
+                continue
+            n = sum(
+                len(p.devices) for p in job.pods
+                if p.binding is not None and not p.binding.pinned and not p.binding.borrowed
+                and p.node.chain is chain
+            )
+            if n:
+                own.append((job.ends_at(), job.job_id, n))
+        for ends, _, n in sorted(own, key=lambda e: (e[0] is None, e[0] or 0.0, e[1])):
+            if ends is None:
+                return None
+            free += n
+            until = max(until, ends)
+            if free >= need:
+                return until
+        return until
 
     # --- reasons ---------------------------------------------------------------------
 
-    def _explain(self, wait: _Wait, reservations: ReservationBook, now: float, explained: dict[tuple, str]) -> str:
+    def _explain(
+        self, gang: GangRequest, wait: _Wait, reservations: ReservationBook, now: float, explained: dict[tuple, str]
+    ) -> str:
         """The text of a wait reason, from the state at the end of the cycle; gangs alike
         share one text unless a reservation is in play (it depends on each gang)."""
         if isinstance(wait, str):
             return wait
         if isinstance(wait, _Preempting):
             return self._explain_preempting(wait.pending)
-        gang = wait.gang
+        # A reason may be shared by gangs alike (see ``_failures``): the text is the gang's own.
         key = None
-        if not wait.reservation_ids:
+        own = None
+        if not gang.opportunistic:
+            own = next((r for r in reservations if r.job_id == gang.job_id and r.kind == STARVATION), None)
+        if own is None and not wait.reservation_ids:
             key = (gang.opportunistic, gang.vc, gang.priority, wait.option.shape, wait.borrowing)
             if key in explained:
                 return explained[key]
@@ -742,6 +883,12 @@ class Engine:
             vc = self.vcs[gang.vc]
             lenders = [self.vcs[n] for n in self.requests.lenders[vc.name]] if wait.borrowing else None
             text = self._explain_guaranteed(gang, vc, needs, wait.shortage, lenders, wait.blocked, reservations, now)
+            if own is not None:
+                quota = ", ".join(f"{n} {sku}" for sku, n in own.leaves)
+                text = (
+                    f"holds a reservation (devices on {', '.join(own.nodes)} and {quota} of VC {vc.name!r}'s quota) "
+                    f"until {self._until(own, now)}, as it waited longer than the VC's starvation threshold; {text}"
+                )
         if key is not None:
             explained[key] = text
         return text
@@ -782,12 +929,10 @@ class Engine:
             if any((node_id, d) in used for node_id, devices in r.devices for d in devices):
                 if r.kind == PREEMPTION:
                     return f"blocked behind job {r.job_id}, which is preempting on {', '.join(r.nodes)}"
-                until = "its running jobs finish (they declared no maximum runtime)" if r.until is None else clock(r.until, now)
-                runtime = (
-                    "; this job declares no maximum runtime" if gang.max_runtime is None
-                    else "; this job's maximum runtime would end later"
+                return (
+                    f"blocked behind the reservation for job {r.job_id} on {', '.join(r.nodes)} until "
+                    f"{self._until(r, now)}{self._runtime_note(gang)}"
                 )
-                return f"blocked behind the reservation for job {r.job_id} on {', '.join(r.nodes)} until {until}{runtime}"
         return None
 
     def _bad_nodes(self, chain: Chain, vc: str | None) -> list[str]:

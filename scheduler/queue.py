@@ -35,6 +35,10 @@ class Reservation:
     kind: str = STARVATION
     victims: tuple[str, ...] = ()
     priority: int = 0
+    # A starving gang's VC and the leaf cells of its quota it holds, per SKU: other gangs
+    # of the VC may use only what is left, unless they end before ``until``.
+    vc: str | None = None
+    leaves: tuple[tuple[str, int], ...] = ()
 
     def admits(self, gang: GangRequest, now: float) -> bool:
         """A backfill may use the devices only if it surely ends before they are needed;
@@ -90,6 +94,20 @@ class ReservationBook:
                 if not held:
                     del self._held[node_id]
         self.version += 1
+
+    def quota_held(self, gang: GangRequest, now: float) -> tuple[dict[str, int], Reservation | None]:
+        """Leaf cells of the gang's VC's quota, per SKU, that other starving gangs of the
+        VC hold against it (it would not end before they need them), and the first of
+        those reservations."""
+        held: dict[str, int] = {}
+        first = None
+        for r in self._items:
+            if r.kind != STARVATION or r.vc != gang.vc or r.job_id == gang.job_id or r.admits(gang, now):
+                continue
+            first = first or r
+            for sku, n in r.leaves:
+                held[sku] = held.get(sku, 0) + n
+        return held, first
 
     def blocked_for(self, gang: GangRequest, now: float, backfill: bool = True) -> tuple[tuple, Blocked]:
         """The devices a gang must keep out of (all reservations but its own and, with

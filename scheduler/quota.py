@@ -87,6 +87,7 @@ def resolve_quotas(topology: Topology, vcs: Sequence[VirtualClusterSpec]) -> dic
             ("borrowing_limit", vc.borrowing_limit),
             ("lending_limit", vc.lending_limit),
             ("max_leaf_cells_per_user", vc.max_leaf_cells_per_user),
+            ("starvation_threshold", vc.starvation_threshold),
         ):
             if value is not None and value < 0:
                 raise ConfigurationError(f"VC {vc.name!r} has a negative {what}: {value}")

@@ -59,6 +59,9 @@ class VirtualClusterSpec:
     lending_limit: int | None = None
     weight: float = 1.0
     max_leaf_cells_per_user: int | None = None
+    # Seconds a guaranteed gang of the VC waits before it holds a reservation (devices and
+    # quota); ``None``: the engine's default.
+    starvation_threshold: float | None = None
 
 
 @dataclass(frozen=True)

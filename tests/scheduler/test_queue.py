@@ -43,7 +43,11 @@ def test_starving_gang_reserves_cells_and_only_short_jobs_backfill():
 
     # "short" ends at 1:40, before "runner" frees the node at 2:00; the others would not.
     assert {a.job_id for a in late.placements} == {"short"}
-    blocked = "blocked behind the reservation for job big on n1 until ~02:00 UTC (in 50 min); "
+    # They would take the quota "big" holds, and the devices.
+    blocked = (
+        "blocked behind the reservation for job big on n1, which holds 8 of the 8 A100 of VC 'team' "
+        "until ~02:00 UTC (in 50 min); "
+    )
     assert waiting(late)["long"] == blocked + "this job's maximum runtime would end later"
     assert waiting(late)["unbounded"] == blocked + "this job declares no maximum runtime"
     # Reasons describe the state at the end of the cycle, after "short" started.
@@ -155,7 +159,8 @@ def test_reservation_without_a_known_end_lets_no_job_backfill():
 
     assert result.placements == ()
     assert waiting(result)["tiny"] == (
-        "blocked behind the reservation for job big on n1 until its running jobs finish "
+        "blocked behind the reservation for job big on n1, which holds 8 of the 8 A100 of VC 'team' "
+        "until its running jobs finish "
         "(they declared no maximum runtime); this job's maximum runtime would end later"
     )
 
@@ -175,4 +180,7 @@ def test_two_starving_gangs_reserve_different_nodes():
 
     # "mid" ends at 2:30: before big2's node frees up (3:00), not before big1's (2:00).
     assert nodes_of(result, "mid") == ["n2"]
-    assert waiting(result)["late"].startswith("blocked behind the reservation for job big1 on n1 until ~02:00 UTC")
+    # "late" would also keep quota big1 needs at 2:00.
+    assert waiting(result)["late"].startswith(
+        "blocked behind the reservation for job big1 on n1, which holds 8 of the 16 A100 of VC 'team' until ~02:00 UTC"
+    )
