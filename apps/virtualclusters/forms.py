@@ -18,7 +18,7 @@ class VirtualClusterForm(forms.ModelForm):
         model = VirtualCluster
         fields = [
             "name", "tenant", "cluster", "description", "cohort", "borrowing_limit", "lending_limit",
-            "weight", "max_leaf_cells_per_user",
+            "weight", "max_leaf_cells_per_user", "starvation_threshold",
         ]
 
     confirm_shrink = forms.BooleanField(

@@ -28,6 +28,11 @@ class VirtualCluster(models.Model):
     max_leaf_cells_per_user = models.PositiveIntegerField(
         null=True, blank=True, help_text="Cap on one user's cells in this VC (empty: no cap)."
     )
+    starvation_threshold = models.PositiveIntegerField(
+        "starvation threshold (seconds)", null=True, blank=True, validators=[MinValueValidator(1)],
+        help_text="How long a guaranteed job waits before it holds a reservation: the devices it needs and the "
+        "VC's quota for them, which only jobs ending before it can start may use meanwhile (empty: an hour).",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     objects = VirtualClusterQuerySet.as_manager()

@@ -83,6 +83,7 @@ def vc_spec(vc, cells=None, pinned_ids=None):
         lending_limit=vc.lending_limit,
         weight=vc.weight,
         max_leaf_cells_per_user=vc.max_leaf_cells_per_user,
+        starvation_threshold=None if vc.starvation_threshold is None else float(vc.starvation_threshold),
     )
 
 
@@ -189,6 +190,20 @@ def set_quota(actor, vc, cells, pinned_cells=None, *, confirm_shrink=False):
         PinnedCell.objects.bulk_create([PinnedCell(virtual_cluster=vc, physical_cell=p) for p in pinned_cells])
     forget_topology()  # bulk_create sends no post_save
     record(actor, "virtualcluster.quota", vc, changes={"cells": [before, _cells_summary(vc)]})
+    return vc
+
+
+@transaction.atomic
+def set_starvation_threshold(actor, vc, seconds):
+    """How long the VC's guaranteed jobs wait before they hold a reservation (``None``: the
+    scheduler's default); audited when it changes."""
+    before = vc.starvation_threshold
+    if before == seconds:
+        return vc
+    vc.starvation_threshold = seconds
+    vc.full_clean(validate_unique=False, validate_constraints=False)
+    vc.save(update_fields=["starvation_threshold"])
+    record(actor, "virtualcluster.starvation_threshold", vc, changes={"starvation_threshold": [before, seconds]})
     return vc
 
 

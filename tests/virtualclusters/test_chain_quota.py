@@ -183,3 +183,42 @@ def test_a_team_admin_reads_the_chain_of_each_entry(world, racks, client):
     client.force_login(world.a_admin)
     html = client.get(reverse("admin:virtualclusters_virtualcluster_change", args=[racks.vc.pk])).content.decode()
     assert "RACK3" in html and "chain" in html
+
+
+def test_the_starvation_threshold_is_set_per_vc_through_the_api_and_reaches_the_engine(world, racks):
+    from apps.audit.models import AuditEntry
+
+    root = client_for(world.root)
+    body = {"cells": [{"cellType": "NODE", "count": 1}], "starvationThresholdSeconds": 600}
+    response = root.put(QUOTA.format("racked"), body, format="json")
+    assert response.status_code == 200, response.content
+    assert response.json()["starvationThresholdSeconds"] == 600
+    racks.vc.refresh_from_db()
+    assert vc_spec(racks.vc).starvation_threshold == 600.0
+    assert AuditEntry.objects.filter(action="virtualcluster.starvation_threshold").count() == 1
+    # Absent: kept; null: back to the scheduler's default.
+    root.put(QUOTA.format("racked"), {"cells": [{"cellType": "NODE", "count": 1}]}, format="json")
+    assert client_for(world.a_member).get(QUOTA.format("racked")).json()["starvationThresholdSeconds"] == 600
+    root.put(QUOTA.format("racked"), {**body, "starvationThresholdSeconds": None}, format="json")
+    racks.vc.refresh_from_db()
+    assert racks.vc.starvation_threshold is None and vc_spec(racks.vc).starvation_threshold is None
+    response = root.put(QUOTA.format("racked"), {**body, "starvationThresholdSeconds": 0}, format="json")
+    assert response.status_code == 400
+    assert response.json()["message"].startswith("starvationThresholdSeconds: ")
+
+
+def test_the_admin_sets_the_starvation_threshold(world, racks, client):
+    client.force_login(world.root)
+    url = reverse("admin:virtualclusters_virtualcluster_change", args=[racks.vc.pk])
+    form = vc_form(racks.vc, [(racks.node, 1, None)])
+    form["starvation_threshold"] = "900"
+    form["grants-TOTAL_FORMS"] = "1"
+    form["grants-INITIAL_FORMS"] = "1"
+    form["grants-0-id"] = racks.vc.grants.get().pk
+    form["grants-0-virtual_cluster"] = racks.vc.pk
+    form["grants-0-group"] = world.group_a.pk
+    response = client.post(url, form)
+    assert response.status_code == 302, response.content.decode()[:2000]
+    racks.vc.refresh_from_db()
+    assert racks.vc.starvation_threshold == 900
+    assert vc_spec(racks.vc).starvation_threshold == 900.0

@@ -119,6 +119,11 @@ class QuotaSerializer(serializers.Serializer):
     pinnedCells = serializers.ListField(
         child=serializers.CharField(), read_only=True, help_text="Pinned cells the VC owns (set in the admin)."
     )
+    starvationThresholdSeconds = serializers.IntegerField(
+        min_value=1, max_value=30 * 24 * 3600, required=False, allow_null=True,
+        help_text="How long a guaranteed job of the VC waits before it holds a reservation (the devices it needs "
+        "and the VC's quota for them); null: the scheduler's default (an hour). Left as is when absent.",
+    )
     confirmShrink = serializers.BooleanField(
         default=False, write_only=True,
         help_text="Needed when the new quota is below what the VC's running jobs hold: they run on as "
@@ -154,6 +159,7 @@ QUOTA_EXAMPLE = {
         {"cellType": "CPU-NODE", "chain": None, "count": 1},
     ],
     "pinnedCells": [],
+    "starvationThresholdSeconds": 1800,
 }
 
 
@@ -166,4 +172,5 @@ def present_quota(vc):
         "pinnedCells": sorted(
             p.physical_cell.pinned_id or p.physical_cell.address for p in vc.pinned_cells.select_related("physical_cell")
         ),
+        "starvationThresholdSeconds": vc.starvation_threshold,
     }

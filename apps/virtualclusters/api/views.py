@@ -12,7 +12,7 @@ from apps.accounts.roles import is_platform_admin
 from apps.clusters.models import CellType
 from apps.virtualclusters.capacity import submit_limits
 from apps.virtualclusters.models import PinnedCell, VirtualCluster
-from apps.virtualclusters.services import set_quota
+from apps.virtualclusters.services import set_quota, set_starvation_threshold
 from pai.api.errors import ForbiddenError, NoVirtualClusterError
 from pai.api.views import ApiView, ErrorSerializer
 
@@ -170,7 +170,7 @@ class VirtualClusterQuotaView(ApiView):
     @extend_schema(
         tags=["virtual cluster"],
         operation_id="setVirtualClusterQuota",
-        summary="Replace a VC's guaranteed cells (platform admins; pai extension).",
+        summary="Replace a VC's guaranteed cells, and set its starvation threshold (platform admins; pai extension).",
         description="Refused (400, naming the entry and field) when a cell type or chain is unknown, an entry "
         "is listed twice, the cluster cannot back every VC's quota, or the quota is below what the VC's running "
         "jobs hold and `confirmShrink` is not set. Pinned cells are kept.",
@@ -185,7 +185,8 @@ class VirtualClusterQuotaView(ApiView):
         examples=[
             OpenApiExample(
                 "Quota", request_only=True,
-                value={"cells": [{"cellType": "A100-NODE", "chain": "A100-RACK3", "count": 2}], "confirmShrink": False},
+                value={"cells": [{"cellType": "A100-NODE", "chain": "A100-RACK3", "count": 2}],
+                       "starvationThresholdSeconds": 1800, "confirmShrink": False},
             ),
             OpenApiExample("Quota", value=QUOTA_EXAMPLE, response_only=True),
         ],
@@ -201,6 +202,8 @@ class VirtualClusterQuotaView(ApiView):
             with transaction.atomic():
                 vc = VirtualCluster.objects.select_for_update().get(pk=vc.pk)
                 set_quota(request.user, vc, data["cells"], confirm_shrink=data["confirmShrink"])
+                if "starvationThresholdSeconds" in data:
+                    set_starvation_threshold(request.user, vc, data["starvationThresholdSeconds"])
         except DjangoValidationError as exc:
             field = "confirmShrink" if getattr(exc, "code", None) == "shrink" else "cells"
             raise serializers.ValidationError({field: exc.messages}) from exc
