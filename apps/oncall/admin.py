@@ -11,6 +11,7 @@ from django.db import models
 
 from apps.accounts.roles import is_platform_admin
 from apps.tenants.admin_mixins import AuditedAdminMixin
+from pai.forms import JSON_FORMFIELD_OVERRIDES
 
 from .choices import Severity, Weekday
 from .models import (
@@ -31,7 +32,7 @@ from .models import (
 
 
 class PlatformAdminOnly:
-    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
+    formfield_overrides = {**JSON_FORMFIELD_OVERRIDES, models.URLField: {"assume_scheme": "https"}}
 
     def has_module_permission(self, request):
         return is_platform_admin(request.user)

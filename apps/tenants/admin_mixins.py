@@ -12,6 +12,7 @@ from django.contrib.auth import get_user_model
 
 from apps.accounts.roles import admin_tenant_ids, is_platform_admin, is_tenant_admin
 from apps.audit.services import field_values, model_diff, record
+from pai.forms import JSON_FORMFIELD_OVERRIDES
 
 
 def users_manageable_by(user):
@@ -60,7 +61,10 @@ FieldListFilter.register(lambda f: f.remote_field, ScopedRelatedFieldListFilter,
 class AuditedAdminMixin:
     """Writes pai audit rows next to Django's admin LogEntry for every add, change and delete,
     with the fields' values: `{"fields": {name: [before, after]}}`, one row per object,
-    rows of inlines (a VC's cells and grants, a storage's grants) each on their own."""
+    rows of inlines (a VC's cells and grants, a storage's grants) each on their own.
+    JSON fields are read within pai's nesting bound (`pai.forms`)."""
+
+    formfield_overrides = JSON_FORMFIELD_OVERRIDES
 
     def _stored(self, obj):
         if obj.pk is None:
