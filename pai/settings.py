@@ -294,6 +294,8 @@ PAI_USER_MANUAL_URL = env("PAI_USER_MANUAL_URL", "https://openpai.readthedocs.io
 # development e-mails sent while answering a request use the request's address
 # (`pai.links.public_url`).
 PAI_PUBLIC_URL = env("PAI_PUBLIC_URL", "").rstrip("/")
+# How often a job's page (and the log follower) asks again while the job runs.
+PAI_PORTAL_REFRESH_SECONDS = int(env("PAI_PORTAL_REFRESH_SECONDS", "10"))
 if PRODUCTION and not PAI_PUBLIC_URL:
     raise ImproperlyConfigured("PAI_PUBLIC_URL must be set when PAI_ENV=production (the address users reach pai at)")
 # How long the scheduler lease lasts without renewal: a dead leader is replaced after it.

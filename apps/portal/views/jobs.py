@@ -158,7 +158,7 @@ def _day_start(day):
 
 def _page(jobs, after, before):
     """One page in submission order, newest first, by keyset: (rows, newer cursor, older cursor)."""
-    if before is not None:
+    if before:
         stamp, pk = before
         rows = list(
             jobs.filter(Q(submitted_at__gt=stamp) | Q(submitted_at=stamp, pk__gt=pk))
@@ -167,13 +167,13 @@ def _page(jobs, after, before):
         more_newer = len(rows) > PAGE_SIZE
         rows = rows[:PAGE_SIZE][::-1]
         return rows, (_cursor_of(rows[0]) if more_newer and rows else None), (_cursor_of(rows[-1]) if rows else None)
-    if after is not None:
+    if after:
         stamp, pk = after
         jobs = jobs.filter(Q(submitted_at__lt=stamp) | Q(submitted_at=stamp, pk__lt=pk))
     rows = list(jobs.order_by("-submitted_at", "-id")[: PAGE_SIZE + 1])
     more_older = len(rows) > PAGE_SIZE
     rows = rows[:PAGE_SIZE]
-    newer = _cursor_of(rows[0]) if after is not None and rows else None
+    newer = _cursor_of(rows[0]) if after and rows else None
     return rows, newer, (_cursor_of(rows[-1]) if more_older else None)
 
 
@@ -367,7 +367,7 @@ def job_detail(request, username, name):
         "diagnosis": _diagnosis(request, job, attempts[0] if attempts else None),
         "vc_url": _reverse_or_none("portal:vc-detail", kwargs={"name": job.virtual_cluster.name}),
         "clone_url": _reverse_or_none("portal:job-clone", kwargs={"username": job.owner.username, "name": job.name}),
-        "refresh_seconds": None if finished else 10,
+        "refresh_seconds": None if finished else settings.PAI_PORTAL_REFRESH_SECONDS,
         "here": request.get_full_path(),
     }
     return render(request, "portal/job_detail.html", context)
@@ -548,6 +548,8 @@ def task_log(request, username, name, attempt, role, index):
         return response
     read = read_log(chosen, tail=LOG_TAIL_BYTES) if chosen is not None else None
     text, size = (read[0].decode("utf-8", "replace"), read[1]) if read is not None else ("", 0)
+    if read is not None and size > len(read[0]) and "\n" in text:
+        text = text.split("\n", 1)[1]  # the tail starts on a whole line
     follow = bool(request.GET.get("follow")) and chosen is not None and chosen.completed_at is None
     base = reverse("portal:task-log", kwargs={"username": username, "name": name, "attempt": attempt,
                                               "role": role, "index": index})
