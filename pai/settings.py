@@ -311,6 +311,14 @@ PAI_METRICS_TOKEN = env("PAI_METRICS_TOKEN", "")  # bearer secret of the Alertma
 PAI_KUBE_RETRY_SECONDS = float(env("PAI_KUBE_RETRY_SECONDS", "30"))
 PAI_KUBE_CIRCUIT_SECONDS = float(env("PAI_KUBE_CIRCUIT_SECONDS", "10"))
 # How much of an ended task's log pai keeps when the cluster forgets it with the pod (Kubernetes).
+# GPU efficiency and the idle-GPU rule (apps.monitoring): how often the worker samples
+# each running task's utilisation, the tag that exempts a job from the rule, and OpenPAI's
+# "abnormal job" thresholds (running over N days, under 10 % GPU for 10 minutes).
+PAI_GPU_SAMPLE_SECONDS = float(env("PAI_GPU_SAMPLE_SECONDS", "60"))
+PAI_IDLE_GPU_EXEMPT_TAG = env("PAI_IDLE_GPU_EXEMPT_TAG", "idle-gpu-exempt")
+PAI_ABNORMAL_JOB_DAYS = float(env("PAI_ABNORMAL_JOB_DAYS", "5"))
+PAI_ABNORMAL_GPU_PERCENT = float(env("PAI_ABNORMAL_GPU_PERCENT", "10"))
+PAI_ABNORMAL_GPU_MINUTES = float(env("PAI_ABNORMAL_GPU_MINUTES", "10"))
 PAI_TASK_LOG_KEEP_BYTES = int(env("PAI_TASK_LOG_KEEP_BYTES", str(64 * 1024)))
 PAI_KUBE_SKU_LABEL, PAI_KUBE_TOPOLOGY_LABELS = env("PAI_KUBE_SKU_LABEL", "pai.sku"), env_list("PAI_KUBE_TOPOLOGY_LABELS", "topology.kubernetes.io/zone,pai.rack")
 PAI_KUBE_ASSIGN_DEVICES = env_bool("PAI_KUBE_ASSIGN_DEVICES")  # pai's device indices via NVIDIA_VISIBLE_DEVICES, not the device plugin

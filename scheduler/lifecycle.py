@@ -24,6 +24,7 @@ from .exitcodes import (
     POD_CREATION_PERMANENT_ERROR,
     POD_EXTERNAL_DELETED,
     STOP_REQUESTED,
+    STOPPED_FOR_LOW_GPU_USE,
     SUCCEEDED,
     ExitSpecRow,
     classify,
@@ -73,15 +74,17 @@ _ENDING_SUBSTATES = {
     SubState.ATTEMPT_DELETING,
     SubState.ATTEMPT_COMPLETED,
 }
-_STOP_CODES = {STOP_REQUESTED, ATTEMPT_COMPLETION}
+_STOP_CODES = {STOP_REQUESTED, ATTEMPT_COMPLETION, STOPPED_FOR_LOW_GPU_USE}
+# Stops that keep their own code as the job's exit code (a user's stop ends with -210).
+STOPS_WITH_OWN_CODE = frozenset({STOPPED_FOR_LOW_GPU_USE})
 
 
 def user_state(sub_state: str, exit_code: int | None) -> JobState:
     """The OpenPAI state for a FrameworkController state and the attempt's exit code.
 
     Creation pending / requested / preparing → WAITING; running → RUNNING; deletion
-    states and between attempts → STOPPING when a stop or completion code (−210, −220)
-    ended the attempt, else RUNNING; completed → SUCCEEDED (0), STOPPED (−210/−220),
+    states and between attempts → STOPPING when a stop or completion code (−210, −220,
+    −230) ended the attempt, else RUNNING; completed → SUCCEEDED (0), STOPPED (−210/−220/−230),
     FAILED (any other code). Anything else (an unknown state, or completed without a
     code) → UNKNOWN.
     """
@@ -326,13 +329,16 @@ def decide_retry(
 ) -> RetryDecision:
     """FrameworkController's RetryPolicySpec for one completion.
 
-    Never retried: a stop (the end is STOPPED with −210, whatever the attempt's code) and an
+    Never retried: a stop (the end is STOPPED with −210, whatever the attempt's code, or with
+    the stop's own code when pai stopped the job itself, −230 for low GPU use) and an
     invalid pod spec (−200). With the fancy policy, transient failures are always retried
     and not counted, permanent ones never. Then the normal policy: retried and counted when
     ``max_retry_count`` is -2 (whatever the end, a success too), or on a failure when it is
     -1 or more than the retries counted so far. Otherwise the end is final: SUCCEEDED for a
     success, FAILED for a failure.
     """
+    if exit_code in STOPS_WITH_OWN_CODE:
+        return RetryDecision(False, False, state, JobState.STOPPED, exit_code, row(exit_code))
     if stop_requested or exit_code == STOP_REQUESTED:
         return RetryDecision(False, False, state, JobState.STOPPED, STOP_REQUESTED, row(STOP_REQUESTED))
     succeeded = exit_row.type == "succeeded"

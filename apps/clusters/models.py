@@ -54,6 +54,17 @@ class Cluster(models.Model):
     )
     api_unavailable_since = models.DateTimeField("API unavailable since", null=True, blank=True, editable=False)
     api_error = models.TextField("last API error", blank=True, editable=False)
+    # GPU utilisation of a Kubernetes cluster's pods (apps.monitoring.efficiency).
+    prometheus_url = models.URLField(
+        "Prometheus URL", max_length=500, blank=True,
+        help_text="Where the worker reads GPU utilisation (e.g. http://prometheus.monitoring:9090); empty: not "
+        "measured on Kubernetes.",
+    )
+    gpu_utilization_query = models.CharField(
+        "GPU utilisation query", max_length=500, default="DCGM_FI_DEV_GPU_UTIL",
+        help_text="PromQL giving each GPU's utilisation in % with the pod's `namespace` and `pod` labels (NVIDIA's "
+        "DCGM exporter's series); pai averages it per pod.",
+    )
 
     class Meta:
         ordering = ["name"]

@@ -161,8 +161,11 @@ def _image_of(spec, prerequisite_name):
 
 
 @transaction.atomic
-def set_execution_type(user, job, value):
-    """START or STOP a job (OpenPAI's executionType). Returns the job as it now is."""
+def set_execution_type(user, job, value, *, stop_exit_code=None, stop_reason=""):
+    """START or STOP a job (OpenPAI's executionType). Returns the job as it now is.
+
+    A stop pai decides itself (`user` None, the idle-GPU rule) gives the exit code the job
+    ends with and why, in place of a user's stop (-210, "stopped by the user")."""
     if value not in ExecutionType.values:
         raise InvalidParametersError("value: must be START or STOP")
     job = Job.objects.select_for_update().get(pk=job.pk)
@@ -174,6 +177,8 @@ def set_execution_type(user, job, value):
         )
     before = {"state": job.state, "subState": job.sub_state, "executionType": job.execution_type}
     job.execution_type = ExecutionType.STOP
+    job.stop_exit_code, job.stop_reason = stop_exit_code, (stop_reason or "")[:500]
+    code = STOP_REQUESTED_EXIT_CODE if stop_exit_code is None else stop_exit_code
     has_pods = TaskAttempt.objects.filter(task__job_attempt__job=job).exclude(pod_name="").exists()
     if has_pods:
         # The worker deletes the pods and completes the stop.
@@ -181,7 +186,7 @@ def set_execution_type(user, job, value):
     else:
         now = timezone.now()
         job.state, job.sub_state = JobState.STOPPED, JobSubState.COMPLETED
-        job.app_exit_code = STOP_REQUESTED_EXIT_CODE
+        job.app_exit_code = code
         job.completed_at = now
         job.placement = None
         job.reservation = None  # a preemption it waited for is abandoned
@@ -189,15 +194,18 @@ def set_execution_type(user, job, value):
         job.wait_reason = ""
         job.attempts.filter(completed_at__isnull=True).update(
             state=JobState.STOPPED, sub_state=JobSubState.COMPLETED, completed_at=now,
-            exit_code=STOP_REQUESTED_EXIT_CODE,
+            exit_code=code, exit_trigger_message=job.stop_reason,
         )
         last = job.attempts.order_by("-index").values_list("index", flat=True).first()
         notifications.record_transitions([(job.pk, -1 if last is None else last, "stopped")])
     job.save()
     transaction.on_commit(_kick_scheduler)
-    record(user, "job.stop", job, changes={
+    changes = {
         "before": before, "after": {"state": job.state, "subState": job.sub_state, "executionType": job.execution_type},
-    })
+    }
+    if stop_exit_code is not None:
+        changes.update(exitCode=stop_exit_code, reason=job.stop_reason)
+    record(user, "job.stop", job, changes=changes)
     return job
 
 

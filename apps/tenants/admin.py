@@ -38,7 +38,7 @@ class TenantAdmin(TenantScopedAdmin):
         ("Rate limits", {"fields": ("job_submit_rate", "job_list_rate"),
                          "description": "Per member: bursts of job submissions and job lists. Only platform "
                                         "admins change them."}),
-        ("Idle GPUs", {"fields": ("idle_gpu_threshold_percent", "idle_gpu_hours", "idle_gpu_action")}),
+        ("Idle GPUs", {"fields": ("idle_gpu_threshold_percent", "idle_gpu_hours", "idle_gpu_action", "idle_gpu_grace_hours")}),
         (
             "Onboarding e-mail",
             {

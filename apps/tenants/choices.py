@@ -8,8 +8,8 @@ class MembershipRole(models.TextChoices):
 
 class IdleGpuAction(models.TextChoices):
     NONE = "none", "Do nothing"
-    NOTIFY = "notify", "E-mail the job owner"
-    STOP = "stop", "Notify, then stop the job"
+    NOTIFY = "notify", "E-mail the job owner, then the team admins"
+    STOP = "stop", "E-mail the job owner, then stop the job"
 
 
 class OnboardingEmailStatus(models.TextChoices):

@@ -37,6 +37,7 @@ PLACEHOLDERS = {
     "idle_gpu_threshold_percent": "the idle-GPU rule's utilisation threshold, in percent",
     "idle_gpu_hours": "how many hours below the threshold make a job idle",
     "idle_gpu_action": "what happens to an idle job, in words",
+    "idle_gpu_grace_hours": "hours between the owner's warning and the action",
     "idle_gpu_rule": "the whole idle-GPU rule as one sentence",
     "set_password_url": "the link to choose a password (basic sign-in only; empty otherwise)",
     "password_link_days": "how many days the password link works",

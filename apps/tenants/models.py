@@ -35,6 +35,10 @@ class Tenant(models.Model):
         default=24, validators=[MinValueValidator(1)], help_text="How long a job may stay idle before the action."
     )
     idle_gpu_action = models.CharField(max_length=16, choices=IdleGpuAction.choices, default=IdleGpuAction.NOTIFY)
+    idle_gpu_grace_hours = models.PositiveIntegerField(
+        default=12, validators=[MinValueValidator(1), MaxValueValidator(24 * 90)],
+        help_text="Hours between the owner's warning and the action (the team admins told, or the job stopped).",
+    )
     onboarding_email_subject = models.CharField(max_length=200, blank=True)
     onboarding_email_template = models.TextField(
         blank=True,

@@ -335,15 +335,21 @@ def _people(users):
 
 IDLE_GPU_CONSEQUENCES = {
     IdleGpuAction.NONE: "pai takes no action by itself, but administrators may stop it",
-    IdleGpuAction.NOTIFY: "its owner gets an e-mail",
-    IdleGpuAction.STOP: "its owner gets an e-mail and the job is stopped",
+    IdleGpuAction.NOTIFY: "its owner gets an e-mail, and if it stays idle {grace} more hours, the team admins do too",
+    IdleGpuAction.STOP: "its owner gets an e-mail, and if it stays idle {grace} more hours, the job is stopped",
 }
 
 
+def idle_gpu_consequence(tenant):
+    return IDLE_GPU_CONSEQUENCES[tenant.idle_gpu_action].format(grace=tenant.idle_gpu_grace_hours)
+
+
 def idle_gpu_rule(tenant):
+    """The team's idle-GPU rule in one sentence: what the onboarding e-mail states and what
+    `apps.monitoring.idle` enforces."""
     return (
         f"A job whose GPUs stay below {tenant.idle_gpu_threshold_percent}% utilisation for "
-        f"{tenant.idle_gpu_hours} hours is idle: {IDLE_GPU_CONSEQUENCES[tenant.idle_gpu_action]}."
+        f"{tenant.idle_gpu_hours} hours is idle: {idle_gpu_consequence(tenant)}."
     )
 
 
@@ -374,7 +380,8 @@ def onboarding_values(user, tenant, base_url):
         "retention_days": str(tenant.job_retention_days),
         "idle_gpu_threshold_percent": str(tenant.idle_gpu_threshold_percent),
         "idle_gpu_hours": str(tenant.idle_gpu_hours),
-        "idle_gpu_action": IDLE_GPU_CONSEQUENCES[tenant.idle_gpu_action],
+        "idle_gpu_action": idle_gpu_consequence(tenant),
+        "idle_gpu_grace_hours": str(tenant.idle_gpu_grace_hours),
         "idle_gpu_rule": idle_gpu_rule(tenant),
         "set_password_url": "",
         "password_link_days": str(max(1, settings.PASSWORD_RESET_TIMEOUT // 86400)),
@@ -418,7 +425,7 @@ def update_policies(actor, tenant, **values):
     ensure_can_manage(actor, tenant)
     allowed = {
         "description", "contact_email", "job_retention_days", "idle_gpu_threshold_percent",
-        "idle_gpu_hours", "idle_gpu_action", "onboarding_email_subject", "onboarding_email_template",
+        "idle_gpu_hours", "idle_gpu_action", "idle_gpu_grace_hours", "onboarding_email_subject", "onboarding_email_template",
     }
     unknown = sorted(set(values) - allowed)
     if unknown:

@@ -14,6 +14,7 @@ SPEC_TABLE = {
     -200: "permanent",
     -210: "permanent",
     -220: "permanent",
+    -230: "permanent",  # pai's own: the idle-GPU rule's stop
     -1000: "transient",
     -1001: "transient",
     -1002: "transient",
@@ -48,6 +49,7 @@ CASES = [
     ({"exit_code": -111}, -111),
     ({"exit_code": -120}, -120),
     ({"exit_code": -200}, -200),
+    ({"exit_code": -230}, -230),
     ({"exit_code": -210}, -210),
     ({"exit_code": -220}, -220),
     ({"exit_code": None, "pod_reason": "Evicted"}, -1000),

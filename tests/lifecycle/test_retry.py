@@ -73,6 +73,15 @@ def test_a_stop_ends_the_job_stopped_with_the_stop_code_whatever_the_attempt_did
     assert decide(-210).final_state == JobState.STOPPED
 
 
+def test_a_stop_for_low_gpu_use_keeps_its_own_code_and_is_never_retried():
+    for retry_count in (0, 3, -1, -2):
+        for stop_requested in (False, True):
+            decision = decide(-230, job_retry_count=retry_count, stop_requested=stop_requested)
+            assert (decision.retry, decision.final_state, decision.exit_code) == (False, JobState.STOPPED, -230)
+    assert user_state(SubState.ATTEMPT_DELETION_PENDING, -230) == JobState.STOPPING
+    assert user_state(SubState.COMPLETED, -230) == JobState.STOPPED
+
+
 def test_success_ends_the_job_succeeded():
     decision = decide(0, job_retry_count=3)
     assert (decision.retry, decision.final_state, decision.exit_code) == (False, JobState.SUCCEEDED, 0)

@@ -38,7 +38,7 @@ def test_default_email_covers_submitting_retention_idle_jobs_and_contacts(world,
     assert "OpenPAI client" in body and "/api/docs/" in body
     assert "The user manual: https://openpai.readthedocs.io/" in body
     assert "deleted after 14 days" in body
-    assert "below 5% utilisation for 24 hours is idle: its owner gets an e-mail." in body
+    assert "below 5% utilisation for 24 hours is idle: its owner gets an e-mail, and if it stays idle 12 more hours, the team admins do too." in body
     assert "a_admin <a_admin@example.com>; the team's address: team-a-admins@example.com" in body
     assert body.count("team-a-admins@example.com") == 1
     assert "DRI" in body and "/oncall/rotations/" in body

@@ -107,7 +107,7 @@ def test_the_email_states_the_teams_actual_policies_and_every_link_works(world, 
     body = message.body
     assert "Hello Nina," in body
     assert "Completed jobs are deleted after 9 days" in body
-    assert "below 12% utilisation for 6 hours is idle: its owner gets an e-mail and the job is stopped." in body
+    assert "below 12% utilisation for 6 hours is idle: its owner gets an e-mail, and if it stays idle 12 more hours, the job is stopped." in body
     assert "team-a-data at /mnt/" in body
     assert "a_admin <a_admin@example.com>; the team's address: gpu-team@example.com" in body
     assert body.count("gpu-team@example.com") == 1

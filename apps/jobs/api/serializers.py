@@ -163,6 +163,13 @@ class JobDetailSerializer(serializers.Serializer):
     tags = serializers.ListField(child=serializers.CharField())
     jobStatus = JobStatusSerializer()
     taskRoles = serializers.DictField(child=TaskRoleStatusSerializer())
+    gpuEfficiency = serializers.JSONField(
+        help_text="pai's own (OpenPAI clients ignore it): the attempt's utilisation as the worker sampled it — "
+        "`source` (prometheus: DCGM's GPU utilisation; nvidia-smi; cpu: the task's CPU use, where no GPU figure "
+        "exists), the job's last `percent` and `averagePercent`, `idleSinceTime` (below the team's threshold since), "
+        "`warnedTime` and `actionTime` of the idle-GPU rule, the team's `idleRule` (and whether the job carries its "
+        "exemption tag), and per task its `percent`, `averagePercent` and `samples`."
+    )
 
 
 class ExitDiagnosticsSerializer(serializers.Serializer):

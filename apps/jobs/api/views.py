@@ -13,6 +13,7 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from apps.monitoring.selectors import job_efficiency
 from pai.api.views import ErrorSerializer, MessageSerializer
 
 from scheduler import exitcodes
@@ -57,9 +58,11 @@ def _job(request, username, name, *, with_spec=False, manage=False):
     or, for `manage`, hold only a read-only share."""
     if not (storable_text(username) and storable_text(name)):
         raise NoJobError("Job names are text without NUL characters.")
-    jobs = Job.objects.visible_to(request.user).select_related("owner", "virtual_cluster")
+    jobs = Job.objects.visible_to(request.user).select_related("owner", "virtual_cluster", "tenant")
     if not with_spec:
         jobs = jobs.defer("protocol_text", "spec", "launch")
+    else:
+        jobs = jobs.select_related("gpu_use")  # the detail's gpuEfficiency, in the same query
     job = jobs.filter(owner__username=username, name=name).first()
     if job is None:
         raise NoJobError(f"Job {username}~{name} is not found.")
@@ -297,10 +300,11 @@ class JobDetailView(APIView):
         if attempt is None and attempt_index is not None:
             raise NoJobError(f"Attempt {attempt_index} of job {username}~{name} is not found.")
         code, spec_code, diagnostics, trigger = exit_of(job, attempt)
+        tags = list(JobTag.objects.readable_by(request.user).filter(job=job).values_list("name", flat=True))
         body = {
             "name": job.name,
             "debugId": job.debug_id,
-            "tags": list(JobTag.objects.readable_by(request.user).filter(job=job).values_list("name", flat=True)),
+            "tags": tags,
             "jobStatus": {
                 "username": job.owner.username,
                 "state": job.state,
@@ -335,6 +339,8 @@ class JobDetailView(APIView):
                 "queuePosition": job.queue_position,
             },
             "taskRoles": _task_roles(job, attempt),
+            # pai's own, beside OpenPAI's shape: GPU utilisation and the idle-GPU rule.
+            "gpuEfficiency": job_efficiency(job, attempt, tags),
         }
         return Response(body)
 

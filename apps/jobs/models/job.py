@@ -60,6 +60,10 @@ class Job(models.Model):
     launched_at = models.DateTimeField(null=True, blank=True)
     completed_at = models.DateTimeField(null=True, blank=True)
     app_exit_code = models.IntegerField(null=True, blank=True)
+    # A stop pai decided itself (the idle-GPU rule): the exit code and reason the job ends
+    # with, in place of a user's stop (-210).
+    stop_exit_code = models.IntegerField(null=True, blank=True)
+    stop_reason = models.CharField(max_length=500, blank=True)
 
     total_gpu = models.PositiveIntegerField(default=0)
     total_tasks = models.PositiveIntegerField(default=0)

@@ -25,7 +25,8 @@ from datetime import UTC, datetime
 
 from django.conf import settings
 from django.db import DatabaseError, transaction
-from django.db.models import Max, Q
+from django.db.models import Max, Q, Value
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from apps.clusters.models import CellType, Node
@@ -70,7 +71,8 @@ DELETION_SUBSTATES = (
 # Codes an attempt ends with when pai itself ends it; the pods it deletes get the same
 # code, except that a completion policy's own end gives the remaining tasks -220.
 CODES_SHARED_WITH_TASKS = frozenset(
-    {exitcodes.STOP_REQUESTED, exitcodes.POD_PREEMPTED, exitcodes.POD_NODE_LOST, -1004}
+    {exitcodes.STOP_REQUESTED, exitcodes.STOPPED_FOR_LOW_GPU_USE, exitcodes.POD_PREEMPTED, exitcodes.POD_NODE_LOST,
+     -1004}
 )
 # A pod that keeps failing to be created with transient errors fails its task after this.
 CREATION_ATTEMPTS = 5
@@ -512,7 +514,7 @@ class Controller:
         (not while its attempt ends, nor after a stop); None when it does not apply."""
         if attempt.job.execution_type == "STOP" or attempt.sub_state in DELETION_SUBSTATES:
             return None
-        if code in (exitcodes.STOP_REQUESTED, exitcodes.ATTEMPT_COMPLETION):
+        if code in (exitcodes.STOP_REQUESTED, exitcodes.ATTEMPT_COMPLETION, exitcodes.STOPPED_FOR_LOW_GPU_USE):
             return None
         spec = attempt.job.spec["taskRoles"].get(ta.task.task_role) or {}
         state = lifecycle.RetryState(retries=ta.task.retries, counted=ta.task.accountable_retries)
@@ -563,7 +565,9 @@ class Controller:
         for attempt in attempts:
             tas = by_attempt.get(attempt.pk, [])
             if attempt.job.execution_type == "STOP" and attempt.sub_state not in DELETION_SUBSTATES:
-                ending.append((attempt, exitcodes.STOP_REQUESTED, "stopped by the user", None, None))
+                # A stop pai decided itself (the idle-GPU rule) ends with its own code and reason.
+                code = attempt.job.stop_exit_code if attempt.job.stop_exit_code is not None else exitcodes.STOP_REQUESTED
+                ending.append((attempt, code, attempt.job.stop_reason or "stopped by the user", None, None))
                 continue
             if attempt.sub_state in WAITING_SUBSTATES and tas and all(ta.pod_uid and ta.started_at for ta in tas):
                 launched.append(attempt)
@@ -622,7 +626,7 @@ class Controller:
             Job.objects.filter(pk__in=list(last), state=JobState.STOPPING).update(
                 state=JobState.STOPPED,
                 sub_state=JobSubState.COMPLETED,
-                app_exit_code=exitcodes.STOP_REQUESTED,
+                app_exit_code=Coalesce("stop_exit_code", Value(exitcodes.STOP_REQUESTED)),
                 completed_at=timezone.now(),
                 wait_reason="",
                 queue_position=None,

@@ -15,7 +15,7 @@ from django.db import close_old_connections
 
 from apps.clusters.models import Cluster
 from apps.clusters.services import record_api_status
-from apps.monitoring import figures
+from apps.monitoring import efficiency, figures
 from scheduler.backends import ClusterUnavailableError
 
 from . import lease
@@ -51,6 +51,9 @@ def run_scheduler(*, duration=None, tick=DEFAULT_TICK, holder=None, once=False, 
                     log.warning("%s; standing by", exc)
                     leading = False
                     drop_all(controllers)
+                if leading:
+                    # GPU utilisation and the idle-GPU rule, every PAI_GPU_SAMPLE_SECONDS.
+                    efficiency.tick(controllers)
                 figures.recorder.publish()
             elif controllers:
                 log.warning("lost the scheduler lease to %s; standing by", lease.current_holder())

@@ -8,5 +8,5 @@ class TenantSerializer(serializers.ModelSerializer):
         model = Tenant
         fields = [
             "slug", "name", "description", "contact_email", "job_retention_days", "idle_gpu_threshold_percent",
-            "idle_gpu_hours", "idle_gpu_action", "created_at",
+            "idle_gpu_hours", "idle_gpu_action", "idle_gpu_grace_hours", "created_at",
         ]

@@ -16,7 +16,7 @@ from .serializers import TenantSerializer
 EXAMPLE = OpenApiExample("Team", response_only=True, value={
     "slug": "team-a", "name": "Team A", "description": "Vision and speech research",
     "contact_email": "team-a-admins@example.com", "job_retention_days": 30, "idle_gpu_threshold_percent": 5,
-    "idle_gpu_hours": 24, "idle_gpu_action": "notify", "created_at": "2026-12-01T09:00:00Z"})
+    "idle_gpu_hours": 24, "idle_gpu_action": "notify", "idle_gpu_grace_hours": 12, "created_at": "2026-12-01T09:00:00Z"})
 
 
 class TenantFilter(filters.FilterSet):

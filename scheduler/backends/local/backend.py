@@ -517,6 +517,14 @@ class LocalBackend(ClusterBackend):
             events.append(PodEvent(name, item["type"], item["reason"], item["message"], _dt(item["at"])))
         return events
 
+    def task_pid(self, name: str) -> int | None:
+        """The pid of a running pod's task (the leader of its process group), or ``None``
+        when the pod has no live task: what efficiency sampling reads CPU use from."""
+        process = shim.read_json(self.pods_dir / name / "process.json")
+        if process is not None and _is_same_process(process.get("pid"), process.get("start"), process.get("boot_id")):
+            return int(process["pid"])
+        return None
+
     def forget_pod(self, name: str) -> None:
         with self._locked():
             record = self._load(name)
