@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('clusters', '0002_cluster_api_status'),
+        ('clusters', '0003_cluster_api_rate'),
     ]
 
     operations = [
