@@ -16,7 +16,7 @@ class CellTypeInline(admin.TabularInline):
 class ClusterAdmin(PlatformAdmin):
     list_display = ("name", "cluster_class", "backend", "node_count", "api_status", "api_qps")
     fields = ("name", "cluster_class", "backend", "connection", "description", ("api_qps", "api_burst"),
-              "api_available", "api_unavailable_since", "api_error")
+              "prometheus_url", "gpu_utilization_query", "api_available", "api_unavailable_since", "api_error")
     list_filter = ("cluster_class", "backend", "api_available")
     search_fields = ("name",)
     readonly_fields = ("api_available", "api_unavailable_since", "api_error")
