@@ -45,6 +45,8 @@ PLACEHOLDERS = {
     "public_url": "pai's address",
     "manual_url": "the user manual",
     "api_docs_url": "the REST API's description",
+    "jobs_url": "the member's jobs in the web portal (each job's page: tasks, logs, why it waits or failed)",
+    "submit_url": "the web portal's page to submit a job",
     "status_url": "the status page of open incidents",
     "report_url": "the page to report a problem to the DRIs",
     "oncall_url": "who is on call, and when",
