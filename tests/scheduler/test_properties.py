@@ -28,9 +28,10 @@ CLUSTER = ClusterSpec(
 )
 NODES = ("a1", "a2", "a3", "a4", "v1", "v2", "c1")
 VCS = (
-    vc("a", ("A100-NODE", 1), ("A100-SWITCH", 2), cohort="c", max_leaf_cells_per_user=12),
+    # A short starvation threshold, so that starving gangs hold reservations in these runs.
+    vc("a", ("A100-NODE", 1), ("A100-SWITCH", 2), cohort="c", max_leaf_cells_per_user=12, starvation_threshold=15.0),
     vc("b", ("A100-RACK", 1), cohort="c", lending_limit=8),
-    vc("c", ("V100-SOCKET", 1), ("V100-SWITCH", 1), ("CPU-NODE", 1), pinned_cells=("pin-v2",)),
+    vc("c", ("V100-SOCKET", 1), ("V100-SWITCH", 1), ("CPU-NODE", 1), pinned_cells=("pin-v2",), starvation_threshold=15.0),
 )
 SKUS = {"a": ("A100",), "b": ("A100",), "c": ("V100", "CPU")}
 # A guaranteed cell as pods: (SKU, pods, leaf cells per pod).
@@ -92,10 +93,13 @@ def make_gang(n: int, event, now: float) -> GangRequest:
     )
 
 
-def run(events):
-    """Play the events; return the engine, the gangs submitted and every cycle's result."""
+def run(events, queues: list | None = None):
+    """Play the events; return the engine, the gangs submitted and every cycle's result.
+    ``queues`` receives the waiting gangs (a dictionary the run keeps current)."""
     engine = Engine(CLUSTER, VCS)
     queue: dict[str, GangRequest] = {}
+    if queues is not None:
+        queues.append(queue)
     submitted: dict[str, GangRequest] = {}
     results = []
     now = 0.0
@@ -275,6 +279,28 @@ def test_restore_of_allocations_rebuilds_the_same_state(events):
         )
     ]
     assert copy.schedule(probe, 2000.0) == engine.schedule(probe, 2000.0)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(EVENTS)
+def test_restore_after_any_prefix_gives_the_same_next_cycle(events):
+    """After every event, an engine restored from the persisted allocations decides the
+    next cycle exactly as the running one: placements, preemptions, reasons and the
+    reservations (preemptions in progress and starving gangs')."""
+    queues: list = []
+    for step, (engine, submitted, _) in enumerate(run(events, queues)):
+        copy = clone(engine)
+        for node in NODES:
+            copy.set_node_health(node, engine.node_status(node).healthy)
+        queue = list(queues[0].values())
+        now = 10.0 * (step + 1) + 5.0
+        expected = engine.schedule(queue, now)
+        assert copy.schedule(queue, now) == expected
+        assert copy.allocations() == engine.allocations()
+        for done in list(expected.placements) + list(expected.rejected):
+            queues[0].pop(done.job_id, None)
+        for p in expected.preemptions:
+            assert p.job_id in {a.job_id for a in engine.allocations()}
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
