@@ -4,7 +4,7 @@ names hold no `~`, job names neither."""
 
 from django.urls import path, re_path
 
-from .views import jobs
+from .views import cluster, jobs, vcs
 
 app_name = "portal"
 
@@ -23,4 +23,7 @@ urlpatterns = [
     ),
     # Submission, clone, templates (apps/portal/views/submit.py).
     # Virtual clusters, the cluster, the account (apps/portal/views/vcs.py, cluster.py, account.py).
+    path("vcs/", vcs.vc_list, name="vc-list"),
+    path("vcs/<str:name>/", vcs.vc_detail, name="vc-detail"),
+    path("cluster/", cluster.cluster_page, name="cluster"),
 ]

@@ -1,36 +1,68 @@
-"""A VC's cells by type as the scheduler sees them (guaranteed, used, free, bad, borrowed, lent),
-for pages: the engine is built from the database as the worker builds it — the cluster's
-cells, every VC's quota, node health, the placements and reservations of the jobs holding
-cells — and asked. Nothing is written."""
+"""What a VC's cells and a cluster's nodes are doing now, as the scheduler sees them.
+
+The figures come from the engine itself, rebuilt from the database the way the worker
+rebuilds it after a start (`apps.jobs.worker.controller.Controller.refresh_configuration`):
+the cluster's cells, every VC's quota, the placements and reservations of the jobs that
+hold cells, and the nodes' health. `Engine.vc_status` then counts each VC's cells by type
+(guaranteed, used, borrowed, lent, bad, free) and `Engine.node_status` each node's
+devices: the portal shows what the scheduler decides by, not a second count of it.
+
+The cost is a handful of queries per cluster whatever the number of jobs: the jobs read
+are those holding cells or reserving them (bounded by the cluster's size), through the
+state index.
+"""
 
 from collections import defaultdict
+from dataclasses import dataclass, field
 
 import scheduler
-from apps.clusters.models import Node
+from apps.clusters.models import Node, PhysicalCell
 from apps.clusters.services import cluster_spec
+from apps.clusters.topology import CellChains
 
-from .models import VirtualCluster
-from .services import vc_spec
+from .quotas import _stored_specs
+
+# Jobs in these states may hold a placement; the others (completed) have dropped theirs.
+_LIVE_STATES = ("WAITING", "RUNNING", "STOPPING", "UNKNOWN")
 
 
-def _engine(cluster):
+@dataclass
+class ClusterState:
+    cluster: object
+    chains: CellChains
+    engine: object = None  # None when the stored configuration does not make an engine
+    error: str = ""
+    vcs: list = field(default_factory=list)  # the cluster's VirtualCluster rows, by name
+
+
+def cluster_state(cluster):
+    """The engine of `cluster` with the current placements restored and node health set."""
     from apps.jobs.models import Job
     from apps.jobs.worker.controller import allocation_from_json
 
-    vcs = list(VirtualCluster.objects.filter(cluster=cluster).order_by("name"))
-    engine = scheduler.Engine(cluster_spec(cluster), [vc_spec(vc) for vc in vcs])
-    for name, ready, schedulable in Node.objects.filter(cluster=cluster).values_list("name", "ready", "schedulable"):
-        try:
-            engine.set_node_health(name, ready and schedulable)
-        except ValueError:
-            pass  # a node the backend reports but no cell describes: nothing of a VC's on it
-    jobs = Job.objects.filter(virtual_cluster__cluster=cluster)
-    placed = jobs.filter(placement__isnull=False).exclude(state__in=["STOPPED", "SUCCEEDED", "FAILED"])
-    allocations = [allocation_from_json(p) for p in placed.values_list("placement", flat=True)]
-    reserving = jobs.filter(state="WAITING", placement__isnull=True).exclude(reservation=None)
-    allocations += [allocation_from_json(r) for r in reserving.values_list("reservation", flat=True)]
+    chains = CellChains.for_cluster(cluster)
+    stored = _stored_specs(cluster, chains)
+    state = ClusterState(cluster, chains, vcs=[vc for vc, _spec in stored])
+    try:
+        engine = scheduler.Engine(cluster_spec(cluster), [spec for _vc, spec in stored])
+    except scheduler.ConfigurationError as exc:
+        state.error = str(exc)
+        return state
+    held = Job.objects.filter(virtual_cluster__cluster=cluster, state__in=_LIVE_STATES).exclude(
+        placement__isnull=True, reservation__isnull=True
+    )
+    allocations = []
+    for placement, reservation in held.values_list("placement", "reservation"):
+        if placement is not None:
+            allocations.append(allocation_from_json(placement))
+        elif reservation is not None:
+            allocations.append(allocation_from_json(reservation))
     engine.restore(allocations)
-    return engine
+    for name, ready, schedulable in Node.objects.filter(cluster=cluster).values_list("name", "ready", "schedulable"):
+        if name in engine.topology.nodes:  # a node the backend reports but no cell describes holds nothing
+            engine.set_node_health(name, ready and schedulable)
+    state.engine = engine
+    return state
 
 
 def vc_statuses(vcs):
@@ -44,13 +76,106 @@ def vc_statuses(vcs):
         by_cluster[vc.cluster_id].append(vc)
     result = {}
     for members in by_cluster.values():
-        try:
-            engine = _engine(members[0].cluster)
-        except scheduler.ConfigurationError:
+        state = cluster_state(members[0].cluster)
+        if state.engine is None:
             continue
         for vc in members:
             try:
-                result[vc.pk] = engine.vc_status(vc.name)
+                result[vc.pk] = state.engine.vc_status(vc.name)
             except ValueError:
                 pass
     return result
+
+
+@dataclass
+class CellRow:
+    """One row of a VC's cells: a cell type (of one chain when the quota names one)."""
+
+    cell_type: str
+    chain: str
+    level: int
+    leaves: int  # leaf cells in one cell of the type
+    guaranteed: int
+    used: int
+    borrowed: int
+    lent: int
+    bad: int
+    free: int
+
+
+def vc_cells(state, vc):
+    """The VC's cells by type from the engine: [CellRow], and its used and opportunistic
+    leaf cells per SKU."""
+    status = state.engine.vc_status(vc.name)
+    rows = []
+    for c in status.cells:
+        ct = state.chains.by_name.get(c.cell_type)
+        rows.append(CellRow(
+            cell_type=c.cell_type, chain=c.chain or "any", level=c.level,
+            leaves=state.chains.leaf_count(ct) if ct is not None else 1,
+            guaranteed=c.guaranteed, used=c.used, borrowed=c.borrowed, lent=c.lent, bad=c.bad, free=c.free,
+        ))
+    return rows, dict(status.used_leaf_cells), dict(status.opportunistic_leaf_cells)
+
+
+@dataclass
+class NodeTile:
+    name: str
+    sku: str
+    healthy: bool
+    devices: int
+    used: int
+    opportunistic: int
+    bad: int
+    free: int
+    jobs: int  # distinct jobs on the node
+
+    @property
+    def squares(self):
+        """One word per device, for a heatmap: used, opp (used by an opportunistic job), free, bad."""
+        return ["used"] * (self.used - self.opportunistic) + ["opp"] * self.opportunistic + ["free"] * self.free + [
+            "bad"
+        ] * self.bad
+
+
+@dataclass
+class NodeGroup:
+    name: str  # the top-level physical cell (a rack) holding the nodes, or the node type for loose nodes
+    chain: str  # the top-level cell type
+    nodes: list = field(default_factory=list)
+
+    @property
+    def totals(self):
+        return {k: sum(getattr(n, k) for n in self.nodes) for k in ("devices", "used", "bad", "free")}
+
+
+def node_groups(state):
+    """The cluster's nodes as the engine sees them, grouped by their top-level physical
+    cell (the rack), racks by name. A node's devices are used (by running or preempting
+    jobs), bad (unused on an unhealthy node) or free."""
+    cells = {
+        pk: (parent_id, address, cell_type_id)
+        for pk, parent_id, address, cell_type_id in PhysicalCell.objects.filter(cluster=state.cluster).values_list(
+            "pk", "parent_id", "address", "cell_type_id"
+        )
+    }
+    root_of = {}
+    for pk, (parent_id, address, cell_type_id) in cells.items():
+        top = pk
+        while cells[top][0] is not None and cells[top][0] in cells:
+            top = cells[top][0]
+        root_of[address] = (cells[top][1], state.chains.by_id[cells[top][2]].name, top == pk)
+    groups = {}
+    for name in sorted(state.engine.topology.nodes):
+        s = state.engine.node_status(name)
+        used = len(s.used)
+        bad = 0 if s.healthy else s.devices - used
+        tile = NodeTile(
+            name=name, sku=s.sku, healthy=s.healthy, devices=s.devices, used=used,
+            opportunistic=sum(1 for d in s.used if d.opportunistic), bad=bad, free=s.devices - used - bad,
+            jobs=len({d.job_id for d in s.used}),
+        )
+        root, chain, loose = root_of.get(name, (name, s.sku, True))
+        key = (chain, f"{chain} nodes") if loose else (chain, root)
+        groups.setdefault(key, NodeGroup(name=key[1], chain=chain)).nodes.append(tile)
+    return [groups[k] for k in sorted(groups)]

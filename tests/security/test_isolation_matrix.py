@@ -409,6 +409,19 @@ PORTAL = {
         (302, 405, 405, 405, 405, 405),
     # Submission, clone, templates (apps/portal/views/submit.py).
     # Virtual clusters, the cluster, the account (apps/portal/views/vcs.py, cluster.py, account.py).
+    # The guest sees Team A's VC through its share; the cluster page is for platform admins.
+    ('GET', 'vcs'):
+        (302, 200, 200, 200, 200, 200),
+    ('POST', 'vcs'):
+        (302, 405, 405, 405, 405, 405),
+    ('GET', 'vcs/{name}'):
+        (302, 200, 200, 404, 200, 200),
+    ('POST', 'vcs/{name}'):
+        (302, 405, 405, 405, 405, 405),
+    ('GET', 'cluster'):
+        (302, 403, 403, 403, 200, 403),
+    ('POST', 'cluster'):
+        (302, 405, 405, 405, 405, 405),
 }
 HTML.update(PORTAL)
 # Admin pages per registered model: page -> the status for each principal.
@@ -603,7 +616,7 @@ def path_values(key, w):
     }
     if "/jobs/" in key or key.startswith("jobs/"):
         values["name"] = w.job.name
-    elif "virtual-clusters" in key:
+    elif "virtual-clusters" in key or key.startswith("vcs/"):
         values["name"] = "team_a"
     elif "storages" in key:
         values["name"] = "team-a-data"
