@@ -1,5 +1,7 @@
 from django.db import models
 
+from apps.jobs.models import Job
+
 
 class WorkerFigures(models.Model):
     """What the scheduler loop counted, published for every web process's `/metrics`.
@@ -134,3 +136,12 @@ class IdleGpuNotice(models.Model):
 
     def __str__(self):
         return f"{self.job_id} {self.kind}"
+
+
+class AbnormalRunningJob(Job):
+    """The Django admin's list of abnormal jobs (`apps.monitoring.abnormal`)."""
+
+    class Meta:
+        proxy = True
+        verbose_name = "abnormal job"
+        verbose_name_plural = "abnormal jobs"
