@@ -201,6 +201,16 @@ class Fault:
     retry_after: int = 1
     hang: float = 0.0
     commit: bool = False
+    after: int = 0  # matching requests let through before it starts
+    seconds: float | None = None  # once started, it lasts this long (whatever `remaining`)
+    latency: float = 0.0  # not an error: the answer comes this much later
+    started: float | None = None
+
+
+class RequestRecord(list):
+    """``[method, path, query, status]`` of one request, and the client's ``agent`` (User-Agent)."""
+
+    agent = ""
 
 
 @dataclass
@@ -1195,13 +1205,17 @@ class KubeServer:
         query = {k: v[-1] for k, v in parse_qs(url.query, keep_blank_values=True).items()}
         # Recorded on arrival, so a client holding its answer finds its request counted;
         # the status is filled in before the reply goes out (0: no reply).
-        record = [method, path, query, None]
+        record = RequestRecord([method, path, query, None])
+        record.agent = handler.headers.get("User-Agent", "")
         self.requests.append(record)
         if self.token and handler.headers.get("Authorization") != f"Bearer {self.token}":
             record[3] = 401
             handler.send_body(Response(401, ApiError(401, "Unauthorized", "Unauthorized").status()))
             return
         fault = self._take_fault(method, path)
+        if fault is not None and fault.latency:
+            time.sleep(fault.latency)
+            fault = None
         try:
             if fault is not None and fault.hang:
                 record[3] = 0
@@ -1239,9 +1253,20 @@ class KubeServer:
     def _take_fault(self, method, path):
         with self._cond:
             for fault in self._faults:
-                if fault.remaining > 0 and fault.method in (method, "*") and fault.path.search(path):
+                if fault.remaining <= 0 or fault.method not in (method, "*") or not fault.path.search(path):
+                    continue
+                if fault.after > 0:
+                    fault.after -= 1
+                    continue
+                if fault.seconds is not None:
+                    now = time.monotonic()
+                    fault.started = now if fault.started is None else fault.started
+                    if now - fault.started >= fault.seconds:
+                        fault.remaining = 0
+                        continue
+                else:
                     fault.remaining -= 1
-                    return fault
+                return fault
         return None
 
     def _route(self, handler, method, path, query):
@@ -1412,11 +1437,14 @@ class KubeServer:
         """Create an object as an API client would (same defaults, validation, admission)."""
         return clone(self._full(RESOURCES[plural], self._create_direct(RESOURCES[plural], namespace, body)))
 
-    def count_requests(self, method=None, path_regex=None):
+    def count_requests(self, method=None, path_regex=None, *, agent=None, status=None):
+        """Requests with `method`, a path matching `path_regex`, a User-Agent containing
+        `agent` and answered `status` (each when given)."""
         pattern = re.compile(path_regex) if path_regex else None
         return sum(
-            1 for m, p, _, _ in list(self.requests)
-            if (method is None or m == method) and (pattern is None or pattern.search(p))
+            1 for record in list(self.requests)
+            if (method is None or record[0] == method) and (pattern is None or pattern.search(record[1]))
+            and (agent is None or agent in record.agent) and (status is None or record[3] == status)
         )
 
     # Nodes (the kubelet registering, the node controller).
@@ -1706,14 +1734,25 @@ class KubeServer:
         return self._create_direct(RESOURCES["events"], meta["namespace"], body)
 
     # Faults.
-    def inject_fault(self, method, path_regex, *, status=500, count=1, retry_after=1, hang=0.0, commit=False):
+    def inject_fault(self, method, path_regex, *, status=500, count=1, retry_after=1, hang=0.0, commit=False,
+                     after=0, seconds=None):
         """The next `count` requests with `method` ("*" for any) whose path matches
         `path_regex` fail: answer `status` (429 adds Retry-After), or with `hang` > 0 wait
         that many seconds and close the connection without an answer. With `commit=True`
         the request is carried out first and its reply lost (the create happened, the
-        client saw an error)."""
+        client saw an error). `after`: that many matching requests go through first;
+        `seconds`: an outage — every matching request fails for that long from the first
+        one it fails, however many."""
         with self._cond:
-            self._faults.append(Fault(method, re.compile(path_regex), count, status, retry_after, hang, commit))
+            self._faults.append(Fault(
+                method, re.compile(path_regex), 1 if seconds is not None else count, status, retry_after, hang, commit,
+                after=after, seconds=seconds,
+            ))
+
+    def inject_latency(self, method, path_regex, seconds, *, count=1_000_000, after=0):
+        """The next `count` matching requests are answered as usual, `seconds` late (a busy API server)."""
+        with self._cond:
+            self._faults.append(Fault(method, re.compile(path_regex), count, latency=seconds, after=after))
 
     def clear_faults(self):
         with self._cond:

@@ -1112,6 +1112,42 @@ def test_committed_fault_creates_the_object_but_loses_the_reply(kube_server, cor
     assert [p.metadata.name for p in core.list_namespaced_pod(ns).items] == ["a"]
 
 
+def test_an_outage_starts_after_some_requests_and_lasts_its_time_whatever_the_count(kube_server, ns):
+    strict = client.CoreV1Api(kube_server.api_client(retries=False))
+    kube_server.inject_fault("*", r"/namespaces/team-a/pods$", status=503, after=2, seconds=0.3)
+    strict.list_namespaced_pod(ns)
+    strict.create_namespaced_pod(ns, pod_body("a"))
+    began = time.monotonic()
+    failures = 0
+    while time.monotonic() - began < 0.2:
+        with pytest.raises(ApiException) as exc:
+            strict.list_namespaced_pod(ns)
+        assert exc.value.status == 503 and status_of(exc.value)["reason"] == "ServiceUnavailable"
+        failures += 1
+    assert failures > 3
+    time.sleep(0.15)
+    assert [p.metadata.name for p in strict.list_namespaced_pod(ns).items] == ["a"]
+    assert kube_server.count_requests(status=503) == failures
+
+
+def test_latency_delays_answers_without_failing_them(kube_server, core, ns):
+    kube_server.inject_latency("POST", r"/pods$", 0.2, count=1)
+    began = time.monotonic()
+    core.create_namespaced_pod(ns, pod_body("a"))
+    assert time.monotonic() - began >= 0.2
+    began = time.monotonic()
+    core.create_namespaced_pod(ns, pod_body("b"))
+    assert time.monotonic() - began < 0.2
+
+
+def test_requests_are_recorded_with_the_clients_user_agent(kube_server, ns):
+    api_client = kube_server.api_client()
+    api_client.user_agent = "pai-worker (test; pid 1)"
+    client.CoreV1Api(api_client).create_namespaced_pod(ns, pod_body("a"))
+    assert kube_server.count_requests("POST", r"/pods$", agent="pid 1", status=201) == 1
+    assert kube_server.count_requests("POST", r"/pods$", agent="pid 2") == 0
+
+
 def test_hanging_request_times_out_the_client(kube_server, ns):
     core = client.CoreV1Api(kube_server.api_client(retries=False))
     kube_server.inject_fault("POST", r"/pods$", hang=2)
