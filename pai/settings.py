@@ -300,6 +300,13 @@ if PRODUCTION and not PAI_PUBLIC_URL:
     raise ImproperlyConfigured("PAI_PUBLIC_URL must be set when PAI_ENV=production (the address users reach pai at)")
 # How long the scheduler lease lasts without renewal: a dead leader is replaced after it.
 PAI_SCHEDULER_LEASE_SECONDS = float(env("PAI_SCHEDULER_LEASE_SECONDS", "15"))
+# The leader asks the database whether it still holds the lease (renewing it) before every
+# batch of this many writes to a cluster, and at least every tenth of the lease.
+PAI_SCHEDULER_LEASE_CHECK_WRITES = int(env("PAI_SCHEDULER_LEASE_CHECK_WRITES", "50"))
+# Bounded cycles: at most this many jobs placed and pods created per cluster and cycle; the
+# rest wait for the next cycle (the lease, the pod feed and the other clusters go on between).
+PAI_SCHEDULER_MAX_PLACEMENTS_PER_CYCLE = int(env("PAI_SCHEDULER_MAX_PLACEMENTS_PER_CYCLE", "500"))
+PAI_SCHEDULER_MAX_POD_CREATIONS_PER_CYCLE = int(env("PAI_SCHEDULER_MAX_POD_CREATIONS_PER_CYCLE", "1000"))
 PAI_ALERTMANAGER_TOKEN = env("PAI_ALERTMANAGER_TOKEN", "")
 # Bearer token Prometheus sends to /metrics; empty leaves /metrics open in development and
 # closed in production.

@@ -11,6 +11,11 @@ next pass (of the same or another worker):
   deletes the remaining pods (with their recorded UIDs), then completes;
 - the engine's state is rebuilt from the persisted placements whenever a worker becomes
   the leader or the configuration changes.
+
+A cycle does bounded work: at most ``PAI_SCHEDULER_MAX_PLACEMENTS_PER_CYCLE`` jobs placed
+(the engine's first decisions; the others are decided again next cycle) and
+``PAI_SCHEDULER_MAX_POD_CREATIONS_PER_CYCLE`` pods created (checked before each attempt,
+so a gang's pods are not split between cycles); the rest waits for the next cycle.
 """
 
 import hashlib
@@ -171,6 +176,8 @@ class Controller:
         self._live = set()
         self._cycles = 0
         self._configuration_fresh = False  # read in this cycle
+        # Pods this cycle may still create (PAI_SCHEDULER_MAX_POD_CREATIONS_PER_CYCLE).
+        self._creations_left = settings.PAI_SCHEDULER_MAX_POD_CREATIONS_PER_CYCLE
 
     def close(self):
         """Release the backend's connections and threads (pods keep running)."""
@@ -249,6 +256,7 @@ class Controller:
         # physical cell: do it with the full passes, so a change applies within one.
         full = self.engine is None or self._cycles % FULL_PASS_EVERY == 0
         self._configuration_fresh = full
+        self._creations_left = settings.PAI_SCHEDULER_MAX_POD_CREATIONS_PER_CYCLE
         if full:
             self.refresh_configuration()
         self._cycles += 1
@@ -856,7 +864,13 @@ class Controller:
         figures.decisions_applied(self.cluster.name, result)
         for preemption in result.preemptions:
             self._apply_preemption(preemption)
-        for allocation in result.placements:
+        # A bounded cycle: the first placements in the engine's order are kept, the others
+        # are given back and decided again next cycle (their pods would wait anyway).
+        cap = settings.PAI_SCHEDULER_MAX_PLACEMENTS_PER_CYCLE
+        placements, deferred = result.placements[:cap], result.placements[cap:]
+        for allocation in deferred:
+            self.engine.release(allocation.job_id)
+        for allocation in placements:
             with self._isolated(jobs[allocation.job_id], allocation.job_id):
                 self._persist_placement(jobs[allocation.job_id], allocation)
         for rejection in result.rejected:
@@ -1001,7 +1015,10 @@ class Controller:
         node_ips = self._node_ips()
         gpus_per_leaf = dict(CellType.objects.filter(cluster=self.cluster, child__isnull=True).values_list("name", "gpu"))
         prepared = []
-        for attempt in attempts:
+        # Every attempt has a pod at least: no more of them can start in this cycle.
+        for attempt in attempts[: max(self._creations_left, 0)]:
+            if self._creations_left <= 0:
+                break  # a bounded cycle: the next one goes on (a gang's pods are not split)
             job = attempt.job
             pairs = [
                 (ta, ta.task)
@@ -1024,6 +1041,7 @@ class Controller:
                 # a failed call cut short.
                 if ta.completed_at or (ta.pod_uid and (ta.started_at or not spec.secrets)):
                     continue
+                self._creations_left -= 1
                 created_all &= self._create_pod(ta, spec)
             if created_all:
                 prepared.append(attempt)
@@ -1082,6 +1100,9 @@ class Controller:
             "job__owner", "job__virtual_cluster", "job__tenant"
         )
         for attempt in attempts.order_by("job_id"):
+            if self._creations_left <= 0:
+                self._retried.add(attempt.pk)  # a bounded cycle: the next one goes on
+                continue
             current = {}
             for ta in TaskAttempt.objects.filter(task__job_attempt=attempt).select_related("task").order_by(
                 "task__task_role", "task__index", "index"
@@ -1090,5 +1111,7 @@ class Controller:
             pairs = [(ta, ta.task) for ta in current.values()]
             specs = launch.pod_specs(attempt.job, attempt.index, pairs, attempt.job.placement, node_ips, gpus_per_leaf)
             for (ta, _task), spec in zip(pairs, specs):
-                if ta.index > 0 and not ta.pod_uid and not ta.completed_at and not self._create_pod(ta, spec):
-                    self._retried.add(attempt.pk)  # a transient error: again next cycle
+                if ta.index > 0 and not ta.pod_uid and not ta.completed_at:
+                    self._creations_left -= 1
+                    if not self._create_pod(ta, spec):
+                        self._retried.add(attempt.pk)  # a transient error: again next cycle

@@ -9,9 +9,12 @@ workers whose clocks disagree still agree on who holds the lease.
 
 A holder renews at the start of every loop and, through its :class:`Fence`, while a
 cycle runs: before each write to a cluster the fence checks that the lease is surely
-still held (and renews it when half of it is spent). A process paused past its lease
-(a long GC, SIGSTOP, a VM migration) finds on waking that its fence has lapsed, asks
-the database, learns that another worker took over, and writes nothing more.
+still held (and renews it when half of it is spent), and every batch of writes
+(``PAI_SCHEDULER_LEASE_CHECK_WRITES`` of them, or a tenth of the lease's time) first
+asks the database, which renews the lease by its own clock or answers that another
+worker holds it. A process paused past its lease (a long GC, SIGSTOP, a VM migration)
+finds on waking that its fence has lapsed, asks the database, learns that another
+worker took over, and writes nothing more.
 """
 
 import math
@@ -80,22 +83,30 @@ class Fence:
     statement's start, so it surely lasts until the local monotonic time taken before
     the statement was sent plus `ttl`, less a margin; past that, the fence asks the
     database again. On the thread that made the fence (the loop's) a check renews the
-    lease once half of it is spent; other threads only read the deadline, and only
-    writes are refused there.
+    lease once half of it is spent, and a write is the first of a batch — the
+    database is asked before it — once `batch` writes were checked or `margin` seconds
+    passed since the database last confirmed the lease; other threads only read the
+    deadline, and only writes are refused there.
     """
 
-    def __init__(self, holder, name=SCHEDULER_LEASE, ttl=None):
+    def __init__(self, holder, name=SCHEDULER_LEASE, ttl=None, batch=None):
         self.holder, self.name = holder, name
         self.ttl = (ttl or default_ttl()).total_seconds()
         self.margin = max(0.5, self.ttl / 10)
+        self.batch = batch or settings.PAI_SCHEDULER_LEASE_CHECK_WRITES
         self._valid_until = -math.inf
+        self._confirmed_at = -math.inf
+        self._writes = 0  # writes checked since the database last confirmed the lease
+        self.confirmations = 0  # how often the database was asked (for tests and metrics)
         self._owner = threading.get_ident()
 
     def hold(self):
         """Take or renew the lease now; True when held."""
         started = time.monotonic()
+        self.confirmations += 1
         if acquire(self.holder, self.name, timedelta(seconds=self.ttl)):
             self._valid_until = started + self.ttl - self.margin
+            self._confirmed_at, self._writes = started, 0
             return True
         self._valid_until = -math.inf
         return False
@@ -110,9 +121,12 @@ class Fence:
             if write and left <= 0:
                 raise LeaseLost(f"{self.holder} cannot confirm it still holds the {self.name} lease")
             return
-        if left > self.ttl / 2:
+        batch_done = write and (self._writes >= self.batch or time.monotonic() - self._confirmed_at > self.margin)
+        if left > self.ttl / 2 and not batch_done:
+            self._writes += write
             return
         if not self.hold():
             raise LeaseLost(f"{self.holder} lost the {self.name} lease to {current_holder(self.name)}")
+        self._writes = int(write)
 
     __call__ = check
