@@ -94,9 +94,22 @@ KEPT_LOG_LINES = 1000
 FULL_PASS_EVERY = 20
 
 
+_failpoint_passes = {}
+
+
 def failpoint(name):
-    """Crash here when the crash tests ask for it (PAI_FAILPOINT=name): the worker dies as by SIGKILL."""
-    if os.environ.get("PAI_FAILPOINT") == name:
+    """Crash here when the crash tests ask for it (PAI_FAILPOINT=name): the worker dies as by
+    SIGKILL. With PAI_FAILPOINT_ACTION=stop it stops instead (SIGSTOP, as a process paused
+    by a long GC or a VM migration) until it is continued; PAI_FAILPOINT_AFTER=N: at the
+    N-th pass (the first by default)."""
+    if os.environ.get("PAI_FAILPOINT") != name:
+        return
+    passes = _failpoint_passes[name] = _failpoint_passes.get(name, 0) + 1
+    if passes != int(os.environ.get("PAI_FAILPOINT_AFTER", "1")):
+        return
+    if os.environ.get("PAI_FAILPOINT_ACTION") == "stop":
+        os.kill(os.getpid(), signal.SIGSTOP)
+    else:
         os.kill(os.getpid(), signal.SIGKILL)
 
 

@@ -40,16 +40,21 @@ def run_scheduler(*, duration=None, tick=DEFAULT_TICK, holder=None, once=False, 
     started = time.monotonic()
     deadline = None if duration is None else started + duration
     leading = False
+    shown = None  # what the log last said: "leading" or "standing by"
     try:
         while True:
             close_old_connections()
             leading = fence.hold()
+            if shown != ("leading" if leading else "standing by"):
+                shown = "leading" if leading else "standing by"
+                log.info("%s: %s (the scheduler lease is held by %s)", fence.holder, shown,
+                         fence.holder if leading else lease.current_holder())
             if leading:
                 try:
                     run_cycles(controllers, fence)
                 except lease.LeaseLost as exc:
                     log.warning("%s; standing by", exc)
-                    leading = False
+                    leading, shown = False, "standing by"
                     drop_all(controllers)
                 if leading:
                     # GPU utilisation and the idle-GPU rule, every PAI_GPU_SAMPLE_SECONDS.
