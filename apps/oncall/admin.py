@@ -19,6 +19,7 @@ from .models import (
     AlertRoute,
     ChatWebhook,
     FollowUp,
+    GitHubRepository,
     Holiday,
     Incident,
     MonitoringCalendar,
@@ -155,6 +156,38 @@ class ChatWebhookAdmin(PlatformAdminOnly, AuditedAdminMixin, admin.ModelAdmin):
     list_display = ["name", "format", "active", "created_at"]
 
 
+class GitHubRepositoryForm(forms.ModelForm):
+    """The token is written, never shown back."""
+
+    token = forms.CharField(
+        max_length=500, required=False, strip=True, widget=forms.PasswordInput(render_value=False),
+        label="Token",
+        help_text="A fine-grained personal access token (or a GitHub App's) with Issues: read and write on the "
+        "repository. Stored encrypted; leave empty to keep the saved one.",
+    )
+
+    class Meta:
+        model = GitHubRepository
+        fields = ["api_url", "repository", "labels", "active"]
+
+    def clean(self):
+        data = super().clean()
+        if not data.get("token") and not self.instance.token:
+            self.add_error("token", "Give the token.")
+        return data
+
+    def save(self, commit=True):
+        if self.cleaned_data.get("token"):
+            self.instance.token = self.cleaned_data["token"]
+        return super().save(commit)
+
+
+@admin.register(GitHubRepository)
+class GitHubRepositoryAdmin(PlatformAdminOnly, AuditedAdminMixin, admin.ModelAdmin):
+    form = GitHubRepositoryForm
+    list_display = ["repository", "api_url", "labels", "active"]
+
+
 @admin.register(AlertRoute)
 class AlertRouteAdmin(PlatformAdminOnly, AuditedAdminMixin, admin.ModelAdmin):
     list_display = ["name", "position", "severity", "cluster", "auto_mitigate", "active"]
@@ -171,7 +204,8 @@ class TimelineInline(ReadOnly, admin.TabularInline):
 class FollowUpInline(PlatformAdminOnly, admin.TabularInline):
     model = FollowUp
     extra = 0
-    fields = ["title", "owner", "due_date", "link", "done"]
+    fields = ["title", "owner", "due_date", "link", "issue_url", "issue_error", "done"]
+    readonly_fields = ["issue_url", "issue_error"]
     autocomplete_fields = ["owner"]
 
 

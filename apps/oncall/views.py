@@ -9,10 +9,10 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.views.decorators.http import require_POST
 
-from . import reports, services
+from . import github, reports, services
 from .choices import OPEN_STATUSES, IncidentStatus
 from .forms import IncidentFilterForm, IncidentReportForm, NoteForm, OverrideForm, ReviewForm, SeverityForm, UpdateForm
-from .models import FollowUp, Incident, Rotation
+from .models import FollowUp, GitHubRepository, Incident, Rotation
 from .querysets import is_responder
 
 
@@ -78,6 +78,7 @@ def incident_detail(request, pk, review_form=None):
         "timeline": incident.timeline.select_related("actor"),
         "alerts": incident.alerts.all(),
         "follow_ups": incident.follow_ups.select_related("owner"),
+        "github": GitHubRepository.current(),
         "assignees": incident.assignees.all(),
         "can_act": can_act,
         "can_confirm": is_responder(request.user) and not incident.severity_confirmed and status != IncidentStatus.CLOSED,
@@ -177,6 +178,28 @@ def follow_up_done(request, pk):
     except PermissionDenied as exc:
         return render(request, "oncall/error.html", {"message": str(exc)}, status=403)
     messages.success(request, f"Follow-up '{follow_up.title}' done.")
+    return redirect("oncall:incident-detail", pk=follow_up.incident_id)
+
+
+@login_required
+@require_POST
+def follow_up_github_issue(request, pk):
+    """Ask for the follow-up's GitHub issue; a task creates it (and retries) after this answers."""
+    follow_up = get_object_or_404(
+        FollowUp.objects.filter(incident__in=Incident.objects.visible_to(request.user)), pk=pk
+    )
+    try:
+        follow_up = github.request_issue(follow_up, request.user)
+    except PermissionDenied as exc:
+        return render(request, "oncall/error.html", {"message": str(exc)}, status=403)
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+        return redirect("oncall:incident-detail", pk=follow_up.incident_id)
+    if follow_up.issue_url:
+        messages.success(request, f"Follow-up '{follow_up.title}' has its issue: {follow_up.issue_url}")
+    else:
+        messages.success(request, f"Creating a GitHub issue for follow-up '{follow_up.title}' in "
+                                  f"{follow_up.issue_repository}.")
     return redirect("oncall:incident-detail", pk=follow_up.incident_id)
 
 

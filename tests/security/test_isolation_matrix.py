@@ -348,6 +348,10 @@ HTML = {
         (302, 405, 405, 405, 405, 405),
     ('POST', 'oncall/follow-ups/{pk}/done'):
         (302, 403, 404, 404, 302, 404),
+    ('GET', 'oncall/follow-ups/{pk}/github-issue'):
+        (302, 405, 405, 405, 405, 405),
+    ('POST', 'oncall/follow-ups/{pk}/github-issue'):
+        (302, 403, 404, 404, 302, 404),
     ('GET', 'oncall/incidents/new'):
         (302, 200, 200, 200, 200, 200),
     ('POST', 'oncall/incidents/new'):
@@ -493,6 +497,10 @@ ADMIN = {
         'add': (302, 302, 403, 302, 200, 302),
     },
     'oncall.chatwebhook': {
+        'changelist': (302, 302, 403, 302, 200, 302),
+        'add': (302, 302, 403, 302, 200, 302),
+    },
+    'oncall.githubrepository': {
         'changelist': (302, 302, 403, 302, 200, 302),
         'add': (302, 302, 403, 302, 200, 302),
     },

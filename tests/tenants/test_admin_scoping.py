@@ -43,6 +43,7 @@ PLATFORM_ONLY_MODELS = {
     "oncall.alertroute",
     "oncall.chatwebhook",
     "oncall.followup",
+    "oncall.githubrepository",
     "oncall.incident",
     "oncall.monitoringcalendar",
     "oncall.notification",

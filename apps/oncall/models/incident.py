@@ -149,6 +149,15 @@ class FollowUp(models.Model):
     done = models.BooleanField(default=False)
     done_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Its GitHub issue (`apps/oncall/github.py`): asked for, then created by a task, retried.
+    issue_repository = models.CharField(max_length=140, blank=True, editable=False)
+    issue_number = models.PositiveIntegerField(null=True, blank=True, editable=False)
+    issue_url = models.URLField(max_length=500, blank=True, editable=False)
+    issue_state = models.CharField(max_length=10, blank=True, editable=False)
+    issue_requested_at = models.DateTimeField(null=True, blank=True, editable=False)
+    issue_attempts = models.PositiveSmallIntegerField(default=0, editable=False)
+    issue_retry_at = models.DateTimeField(null=True, blank=True, editable=False, db_index=True)
+    issue_error = models.CharField(max_length=500, blank=True, editable=False)
 
     class Meta:
         ordering = ["done", "due_date", "id"]
