@@ -71,12 +71,10 @@ def _storages_for(user, asked):
     return [{"name": s["name"], "mountPath": s["mountPath"]} for s in asked]
 
 
-def submit_job(user, body):
-    """Check a job document against the protocol and the VC, and queue the job.
-
-    Returns (job, warnings). The job waits in `AttemptCreationPending` with no attempt
-    until the scheduler places it.
-    """
+def check_job(user, body):
+    """Everything `submit_job` checks, with nothing written: the protocol, the VC (one the user
+    may use), its quota and SKUs, the storages. Returns (parsed, vc, plans, storages); raises
+    what `submit_job` raises. The portal's "Check" asks this."""
     try:
         parsed = parse_job(body)
     except ProtocolTooLargeError as exc:
@@ -93,7 +91,16 @@ def submit_job(user, body):
     except ProtocolError as exc:
         raise InvalidProtocolError(exc.errors) from None
     storages = _storages_for(user, parsed.storages)
+    return parsed, vc, plans, storages
 
+
+def submit_job(user, body):
+    """Check a job document against the protocol and the VC, and queue the job.
+
+    Returns (job, warnings). The job waits in `AttemptCreationPending` with no attempt
+    until the scheduler places it.
+    """
+    parsed, vc, plans, storages = check_job(user, body)
     task_roles = parsed.task_roles()
     leaf_cells = {}
     for plan in plans.values():
