@@ -4,7 +4,7 @@ names hold no `~`, job names neither."""
 
 from django.urls import path, re_path
 
-from .views import cluster, jobs, vcs
+from .views import cluster, jobs, submit, vcs
 
 app_name = "portal"
 
@@ -22,6 +22,9 @@ urlpatterns = [
         jobs.task_log, name="task-log",
     ),
     # Submission, clone, templates (apps/portal/views/submit.py).
+    path("submit/", submit.SubmitView.as_view(), name="submit"),
+    path("submit/check", submit.SubmitCheckView.as_view(), name="submit-check"),
+    re_path(JOB + r"/clone$", submit.CloneView.as_view(), name="job-clone"),
     # Virtual clusters, the cluster, the account (apps/portal/views/vcs.py, cluster.py, account.py).
     path("vcs/", vcs.vc_list, name="vc-list"),
     path("vcs/<str:name>/", vcs.vc_detail, name="vc-detail"),

@@ -411,7 +411,16 @@ PORTAL = {
         (302, 200, 200, 404, 200, 200),
     ('POST', 'jobs/{username}~{name}/attempts/{attempt}/tasks/{role}/{index}/log'):
         (302, 405, 405, 405, 405, 405),
-    # Submission, clone, templates (apps/portal/views/submit.py).
+    # Submission, clone, templates (apps/portal/views/submit.py). An empty POST checks an empty
+    # document (400); a job is cloned by whoever may read it, the read-only guest included.
+    ('GET', 'submit'):
+        (302, 200, 200, 200, 200, 200),
+    ('POST', 'submit'):
+        (302, 400, 400, 400, 400, 400),
+    ('POST', 'submit/check'):
+        (302, 400, 400, 400, 400, 400),
+    ('GET', 'jobs/{username}~{name}/clone'):
+        (302, 200, 200, 404, 200, 200),
     # Virtual clusters, the cluster, the account (apps/portal/views/vcs.py, cluster.py, account.py).
     # The guest sees Team A's VC through its share; the cluster page is for platform admins.
     ('GET', 'vcs'):
