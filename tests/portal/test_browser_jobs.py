@@ -138,7 +138,7 @@ def test_team_admin_stops_a_members_job_and_another_team_gets_404(world, portal,
 
     admin = portal.page(world.a_admin)
     admin.goto(portal.url("/jobs/?scope=team"))
-    admin.locator('tr[data-job="a_member~long_run"]').get_by_role("link", name="long_run").click()
+    admin.locator('tr[data-job="a_member~long_run"]').get_by_role("link", name="long_run", exact=True).click()
     expect(admin.locator("#job-state")).to_have_text("RUNNING")
     admin.locator("#stop").click()
     expect(admin.locator(".messages")).to_contain_text("Stopping job a_member~long_run.")
