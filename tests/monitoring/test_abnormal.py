@@ -21,6 +21,9 @@ pytestmark = pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="
 @pytest.fixture(autouse=True)
 def _data_dir(settings, tmp_path):
     settings.PAI_DATA_DIR = tmp_path
+    # A spinning task gets a share of a busy 2-core machine's CPU, not all of a core: the
+    # line between idle and busy sits low, where a sleeping task never reaches.
+    settings.PAI_ABNORMAL_GPU_PERCENT = 2
 
 
 def test_cpu_use_stands_in_for_gpus_and_idle_or_long_jobs_are_abnormal_for_who_may_stop_them(
@@ -37,10 +40,10 @@ def test_cpu_use_stands_in_for_gpus_and_idle_or_long_jobs_are_abnormal_for_who_m
 
     figures = sample_cluster(worker.cluster, backend, now=t0)
     assert {f.source for f in figures.values()} == {"cpu"} and len(figures) == 3
-    time.sleep(0.5)
+    time.sleep(1.0)
     figures = sample_cluster(worker.cluster, backend)
     percent = {TaskUtilization.objects.get(pk=pk).job_id: f.percent for pk, f in figures.items()}
-    assert percent[sleeper.pk] < 5 and percent[spinner.pk] > 20, percent
+    assert percent[sleeper.pk] < 1 and percent[spinner.pk] > 2, percent
     assert JobGpuUse.objects.get(job=sleeper).under_abnormal_since == t0
     assert JobGpuUse.objects.get(job=spinner).under_abnormal_since is None
     # The veteran's attempt has run for six days.
@@ -48,7 +51,7 @@ def test_cpu_use_stands_in_for_gpus_and_idle_or_long_jobs_are_abnormal_for_who_m
 
     found = {a.job.name: a.reasons for a in abnormal_jobs(world.root)}
     assert set(found) == {"sleeper", "veteran"}
-    assert found["sleeper"][0].startswith("GPU use below 10 % for 11 minutes (last sample")
+    assert found["sleeper"][0].startswith("GPU use below 2 % for 11 minutes (last sample 0.")
     assert found["veteran"] == ("running for 6.0 days (more than 5)",)
     # Team admins see their team's; members their own.
     assert [a.job.name for a in abnormal_jobs(world.a_admin)] == ["sleeper"]
