@@ -84,10 +84,16 @@ class ApiToken(models.Model):
 
 
 class UserProfile(models.Model):
-    """What pai keeps about a user beyond Django's user: OpenPAI's free-form `extension`."""
+    """What pai keeps about a user beyond Django's user: OpenPAI's free-form `extension`,
+    and the user's preferences."""
 
     user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="pai_profile")
     extension = models.JSONField(default=dict, blank=True)
+    default_virtual_cluster = models.ForeignKey(
+        "virtualclusters.VirtualCluster", null=True, blank=True, on_delete=models.SET_NULL, related_name="+",
+        help_text="Where a job naming no VC goes, while the user may still submit there "
+        "(`apps.jobs.services.default_virtual_cluster`); empty: the first VC granted to their groups, by name.",
+    )
 
     def __str__(self):
         return f"profile of {self.user}"

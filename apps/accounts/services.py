@@ -218,6 +218,22 @@ def change_own_profile(user, *, email=UNSET, new_password=UNSET, old_password=No
 
 
 @transaction.atomic
+def set_default_virtual_cluster(user, vc):
+    """The user's default VC (None: the first granted to their groups, by name); it must be
+    one they may submit to. `apps.jobs.services.default_virtual_cluster` reads it."""
+    from apps.virtualclusters.models import VirtualCluster
+
+    if vc is not None and not VirtualCluster.objects.usable_by(user).filter(pk=vc.pk).exists():
+        raise ValidationError({"default_virtual_cluster": f"You may not submit jobs to virtual cluster {vc.name}."})
+    profile, _ = UserProfile.objects.get_or_create(user=user)
+    before = profile.default_virtual_cluster.name if profile.default_virtual_cluster_id else None
+    profile.default_virtual_cluster = vc
+    profile.save(update_fields=["default_virtual_cluster"])
+    record(user, "user.default_vc", user, changes={"default_virtual_cluster": [before, vc.name if vc else None]})
+    return profile
+
+
+@transaction.atomic
 def delete_user(actor, user):
     if user.pk == getattr(actor, "pk", None):
         raise ValidationError({"username": "You cannot delete your own account."})

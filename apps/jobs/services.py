@@ -23,7 +23,16 @@ MAX_TAG_LENGTH = 255
 
 
 def default_virtual_cluster(user):
-    """The user's default VC: the first, by name, of the VCs granted to their groups."""
+    """The user's default VC: the one they chose (`UserProfile.default_virtual_cluster`,
+    set on the account page) while they may still submit there, else the first, by name,
+    of the VCs granted to their groups."""
+    from apps.accounts.models import UserProfile
+
+    chosen = UserProfile.objects.filter(user_id=user.pk).values_list("default_virtual_cluster_id", flat=True).first()
+    if chosen is not None:
+        vc = VirtualCluster.objects.usable_by(user).filter(pk=chosen).select_related("cluster", "tenant").first()
+        if vc is not None:
+            return vc
     return (
         VirtualCluster.objects.filter(grants__group_id__in=group_ids_of(user))
         .select_related("cluster", "tenant")

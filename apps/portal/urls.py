@@ -4,7 +4,7 @@ names hold no `~`, job names neither."""
 
 from django.urls import path, re_path
 
-from .views import cluster, jobs, submit, vcs
+from .views import account, cluster, jobs, submit, vcs
 
 app_name = "portal"
 
@@ -29,4 +29,10 @@ urlpatterns = [
     path("vcs/", vcs.vc_list, name="vc-list"),
     path("vcs/<str:name>/", vcs.vc_detail, name="vc-detail"),
     path("cluster/", cluster.cluster_page, name="cluster"),
+    path("account/", account.account, name="account"),
+    path("account/tokens/", account.token_create, name="account-token-create"),
+    path("account/tokens/<str:token>/revoke/", account.token_revoke, name="account-token-revoke"),
+    path("account/password/", account.password_change, name="account-password"),
+    path("account/email/", account.email_change, name="account-email"),
+    path("account/preferences/", account.preferences, name="account-preferences"),
 ]

@@ -435,6 +435,32 @@ PORTAL = {
         (302, 403, 403, 403, 200, 403),
     ('POST', 'cluster'):
         (302, 405, 405, 405, 405, 405),
+    # The account routes act on the signed-in user only; the token is a_member's. An empty
+    # POST is a field error (400), but for the default VC, where empty means "automatic".
+    ('GET', 'account'):
+        (302, 200, 200, 200, 200, 200),
+    ('POST', 'account'):
+        (302, 405, 405, 405, 405, 405),
+    ('GET', 'account/tokens'):
+        (302, 405, 405, 405, 405, 405),
+    ('POST', 'account/tokens'):
+        (302, 400, 400, 400, 400, 400),
+    ('GET', 'account/tokens/{token}/revoke'):
+        (302, 405, 405, 405, 405, 405),
+    ('POST', 'account/tokens/{token}/revoke'):
+        (302, 302, 404, 404, 404, 404),
+    ('GET', 'account/password'):
+        (302, 405, 405, 405, 405, 405),
+    ('POST', 'account/password'):
+        (302, 400, 400, 400, 400, 400),
+    ('GET', 'account/email'):
+        (302, 405, 405, 405, 405, 405),
+    ('POST', 'account/email'):
+        (302, 400, 400, 400, 400, 400),
+    ('GET', 'account/preferences'):
+        (302, 405, 405, 405, 405, 405),
+    ('POST', 'account/preferences'):
+        (302, 302, 302, 302, 302, 302),
 }
 HTML.update(PORTAL)
 # Admin pages per registered model: page -> the status for each principal.

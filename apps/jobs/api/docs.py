@@ -6,8 +6,9 @@ from drf_spectacular.utils import OpenApiExample, OpenApiParameter
 SUBMIT = """Submit a job protocol v2 document, as OpenPAI's clients send it: YAML with
 `Content-Type: text/yaml` (a JSON object of the same document is accepted too).
 
-The virtual cluster is `defaults.virtualCluster`, else your default VC (the first, by
-name, granted to your groups). SKU and priority come from `extras.hivedScheduler`,
+The virtual cluster is `defaults.virtualCluster`, else your default VC: the one you chose
+on the portal's account page while you may still submit there, else the first, by name,
+granted to your groups. SKU and priority come from `extras.hivedScheduler`,
 gang allocation from `extras.gangAllocation` (default true). Validation errors name the
 field path and the rule. Fields pai keeps but does not act on yet come back as
 `warnings`. Secrets are substituted only in image `auth`, reach each task as one file
