@@ -383,3 +383,47 @@ def clone_name(job, taken):
 
 def upload_limit():
     return settings.PAI_JOB_PROTOCOL_MAX_BYTES
+
+
+_ROLE_FIELDS = {
+    "instances": "instances", "resourcePerInstance.gpu": "gpu", "resourcePerInstance.cpu": "cpu",
+    "resourcePerInstance.memoryMB": "memory_mb", "resourcePerInstance": "gpu", "commands": "commands",
+    "": "role",
+}
+
+
+def _form_field(path):
+    """(task role or None, form field) a checked path of the form's YAML belongs to, or None."""
+    if path == "name":
+        return None, "name"
+    if path == "defaults.virtualCluster":
+        return None, "virtual_cluster"
+    if path.startswith("prerequisites[0]"):
+        return None, "image"
+    if path == "jobRetryCount":
+        return None, "retries"
+    for key in ("parameters", "secrets"):
+        if path == key or path.startswith(key + "."):
+            return None, key
+    match = re.fullmatch(r"extras\.hivedScheduler\.taskRoles\.([A-Za-z0-9_]+)\.skuType", path)
+    if match:
+        return match.group(1), "sku"
+    match = re.fullmatch(r"taskRoles\.([A-Za-z0-9_]+)(?:\.(.*))?", path)
+    if match:
+        rest = re.sub(r"\[\d+\]$", "", match.group(2) or "")
+        field = _ROLE_FIELDS.get(rest)
+        return (match.group(1), field) if field else None
+    return None
+
+
+def attach_to_form(form, roles, problems):
+    """Show each checked error of the YAML the form wrote beside the form field it came from."""
+    rows = {row.cleaned_data.get("role"): row for row in roles.forms if getattr(row, "cleaned_data", None)}
+    for problem in problems:
+        found = _form_field(problem.path)
+        if found is None:
+            continue
+        role, field = found
+        target = form if role is None else rows.get(role)
+        if target is not None and field in target.fields:
+            target.add_error(field, problem.message)

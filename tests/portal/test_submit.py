@@ -258,3 +258,28 @@ def test_checks_count_against_the_apis_request_rate(world, member, monkeypatch):
     assert late.status_code == 429 and late.json()["ok"] is False and int(late["Retry-After"]) >= 1
     assert member.post(SUBMIT, {"action": "submit", "yaml": GOOD}).status_code == 429
     assert not Job.objects.exists()
+
+
+def test_the_checks_errors_of_the_forms_yaml_show_at_the_form_fields(world, member):
+    page = member.post(SUBMIT, _form(**{"roles-0-gpu": "64", "roles-0-sku": "CPU", "name": "ok-name"}))
+    assert page.status_code == 400
+    [problem] = page.context["errors"]
+    assert problem.path == "extras.hivedScheduler.taskRoles.trainer.skuType"
+    assert page.context["roles"].forms[0].errors["sku"] == [problem.message]
+    quota = member.post(SUBMIT, _form(**{"roles-0-gpu": "64"}))
+    assert quota.status_code == 400 and quota.context["errors"][0].path == "taskRoles.trainer"
+    assert quota.context["roles"].forms[0].errors["role"] == [quota.context["errors"][0].message]
+    assert not Job.objects.exists()
+
+
+def test_a_path_finds_its_line_through_dotted_keys_and_lists():
+    text = ("name: x\nextras:\n  com.microsoft.pai.runtimeplugin:\n    - plugin: ssh\n    - plugin: tensorboard\n"
+            "taskRoles:\n  a:\n    commands:\n      - one\n      - two\n")
+    problems = submission.locate(text, [
+        "extras.com.microsoft.pai.runtimeplugin[1]: kept", "taskRoles.a.commands[1]: bad",
+        "taskRoles.a.resourcePerInstance: is required", "taskRoles.b: nowhere", "no path at all",
+    ])
+    assert [(p.path, p.line) for p in problems] == [
+        ("extras.com.microsoft.pai.runtimeplugin[1]", 5), ("taskRoles.a.commands[1]", 10),
+        ("taskRoles.a.resourcePerInstance", 7), ("taskRoles.b", 6), ("", None),
+    ]

@@ -130,6 +130,7 @@ class SubmitView(LoginRequiredMixin, View):
                          errors=[Problem("form", "correct the fields marked below", None)])
         text = submission.dump(submission.document_from_form(form, roles))
         errors, warnings, status = check(request.user, text)
+        submission.attach_to_form(form, roles, errors)
         return _page(request, text=text, form=form, roles=roles, errors=errors, warnings=warnings, status=status,
                      checked=True, notice="The YAML below was written from the form.")
 
