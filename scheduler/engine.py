@@ -49,6 +49,8 @@ from .status import node_status, vc_status
 from .validation import GangOption, RequestChecker
 
 DEFAULT_STARVATION_THRESHOLD = 3600.0
+# The occupant of devices that pods the engine does not manage hold (``set_node_foreign_use``).
+FOREIGN = "<foreign>"
 
 
 @dataclass
@@ -123,6 +125,10 @@ class Engine:
         self._candidates: dict[tuple, list[RunningJob]] = {}
         self._running_at: dict[tuple, int] = {}
         self._cycle_reservations: ReservationBook = ReservationBook()
+        # Devices others' pods hold, by node: what was asked, and the nodes that could not
+        # give it all yet (their devices were the engine's jobs'; taken as those leave).
+        self._foreign: dict[str, int] = {}
+        self._foreign_short: set[str] = set()
 
     # --- cluster events --------------------------------------------------------------
 
@@ -134,6 +140,42 @@ class Engine:
             raise ValueError(f"unknown node {node!r}") from None
         self.topology.set_health(target, healthy)
         if healthy:
+            self.ledger.generation += 1
+
+    def set_node_foreign_use(self, node: str, devices: int) -> None:
+        """``devices`` of the node are held by pods the engine does not manage (another
+        scheduler's, a daemon's): they show as used (by ``FOREIGN``) and get no pod. Taken
+        from the node's free devices, highest index first; while the engine's own jobs hold
+        more than the rest, the remainder is taken as they leave. Idempotent."""
+        try:
+            target = self.topology.nodes[node]
+        except KeyError:
+            raise ValueError(f"unknown node {node!r}") from None
+        wanted = max(0, min(int(devices), target.size))
+        if wanted == self._foreign.get(node, 0) and node not in self._foreign_short:
+            return
+        if wanted:
+            self._foreign[node] = wanted
+        else:
+            self._foreign.pop(node, None)
+        self._settle_foreign(target)
+
+    def _settle_foreign(self, target) -> None:
+        wanted = self._foreign.get(target.name, 0)
+        held = [d for d, job in enumerate(target.jobs) if job == FOREIGN]
+        freed = held[: max(0, len(held) - wanted)]
+        for d in freed:
+            self.topology.vacate(target, (d,))
+        if len(held) < wanted:
+            free = [d for d in reversed(range(target.size)) if target.jobs[d] is None]
+            for d in free[: wanted - len(held)]:
+                self.topology.occupy(target, (d,), FOREIGN, False)
+        self.topology.commit()
+        if sum(1 for job in target.jobs if job == FOREIGN) < wanted:
+            self._foreign_short.add(target.name)
+        else:
+            self._foreign_short.discard(target.name)
+        if freed:
             self.ledger.generation += 1
 
     def release(self, job_id: str) -> None:
@@ -149,6 +191,8 @@ class Engine:
             self.ledger.remove(job)
             self.topology.commit()
             self._gone(job_id)
+            for name in sorted(self._foreign_short):
+                self._settle_foreign(self.topology.nodes[name])
 
     def _gone(self, job_id: str) -> None:
         """A job left: preemptions waiting for it wait for it no more."""

@@ -167,6 +167,12 @@ class Node(models.Model):
     cpu_capacity = models.FloatField(default=0)
     memory_mb_capacity = models.PositiveBigIntegerField(default=0)
     labels = models.JSONField(default=dict, blank=True)
+    # Kept by the worker (Kubernetes): devices requested by pods pai does not manage. The engine
+    # shows them as used and places no pod on them.
+    gpu_used_by_others = models.PositiveIntegerField(
+        "GPUs used by others", default=0, editable=False,
+        help_text="Devices held by pods pai does not manage (other schedulers, daemons).",
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

@@ -129,7 +129,9 @@ class Availability:
 class NodeInfo:
     """A node as the backend sees it. ``gpu`` is the device count (device indices are
     0..gpu-1, the indices placements use); ``ready`` is health, ``schedulable`` is
-    whether an operator allows new pods (cordon)."""
+    whether new pods may go there (not cordoned, no taint pai does not tolerate).
+    ``*_used_by_others``: what pods pai does not manage request on the node (devices,
+    CPU, memory), which pai's pods cannot have."""
 
     name: str
     ip: str
@@ -139,6 +141,9 @@ class NodeInfo:
     labels: dict[str, str] = field(default_factory=dict)
     ready: bool = True
     schedulable: bool = True
+    gpu_used_by_others: int = 0
+    cpu_used_by_others: float = 0.0
+    memory_mb_used_by_others: int = 0
 
 
 @dataclass(frozen=True)

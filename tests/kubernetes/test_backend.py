@@ -45,7 +45,7 @@ def quota_for(hard):
 
 def test_creation_makes_the_namespace_quota_priority_class_and_pull_secret(kube_server):
     hard = {"requests.nvidia.com/gpu": "2", "requests.cpu": "4", "requests.memory": "8Gi"}
-    kube_server.add_node("gpu-node-1", gpus=4)
+    kube_server.add_node("gpu-node-1", gpus=8)
     backend = make_backend(kube_server, namespace_quota=quota_for(hard))
     try:
         auth = ImagePullAuth(username="u", password="p", registry="registry.example.com")
@@ -391,8 +391,10 @@ def test_the_calls_the_backend_makes_are_exactly_what_the_chart_grants(kube_serv
     backend.quota_refresh_seconds = 0
     kube_server.create_object("namespaces", {"metadata": {"name": "pai-team-y"}})
     kube_server.add_pvc("pai-team-y", "claim")
+    kube_server.add_storage_class("local", binding_mode="WaitForFirstConsumer")
+    kube_server.add_pvc("pai-team-y", "late", phase="Pending", storage_class="local")
     auth = ImagePullAuth(username="u", password="p")
-    mounts = (StorageMount(name="d", claim="claim", mount_path="/d"),)
+    mounts = (StorageMount(name="d", claim="claim", mount_path="/d"), StorageMount(name="l", claim="late", mount_path="/l"))
     created = backend.create_pod(spec(0, namespace="pai-team-y", priority_class="prod", image_pull_auth=auth, storage_mounts=mounts,
                                       secrets={"token": "t"}))
     backend.namespace_quota = quota_for({"requests.cpu": "20"})

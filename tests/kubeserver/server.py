@@ -113,9 +113,13 @@ RESOURCES = {
         # Image pull credentials from a job's image `auth` live in Secrets.
         Resource("secrets", "Secret", fields=COMMON_FIELDS | {"type"}),
         Resource("priorityclasses", "PriorityClass", group="scheduling.k8s.io", namespaced=False, short_names=("pc",)),
+        Resource("storageclasses", "StorageClass", group="storage.k8s.io", namespaced=False, short_names=("sc",)),
     )
 }
-GROUPS = {"scheduling.k8s.io": "v1"}
+GROUPS = {"scheduling.k8s.io": "v1", "storage.k8s.io": "v1"}
+# Set on a claim of a WaitForFirstConsumer class by whoever chose the consuming pod's node
+# (kube-scheduler, or a client binding pods itself); the provisioner makes the volume there.
+SELECTED_NODE_ANNOTATION = "volume.kubernetes.io/selected-node"
 VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
 
 
@@ -1548,12 +1552,20 @@ class KubeServer:
             "lastHeartbeatTime": moment, "lastTransitionTime": moment,
         }
 
-    def add_pvc(self, namespace, name, *, storage="10Gi", phase="Bound", access_modes=("ReadWriteMany",)):
-        """A PersistentVolumeClaim as a provisioner left it (Bound by default)."""
-        obj = self._create_direct(
-            RESOURCES["persistentvolumeclaims"], namespace,
-            {"metadata": {"name": name}, "spec": {"accessModes": list(access_modes), "resources": {"requests": {"storage": storage}}}},
+    def add_storage_class(self, name, *, binding_mode="Immediate", provisioner="pai.test/provisioner"):
+        """A StorageClass; `binding_mode` "WaitForFirstConsumer" delays a claim's volume until a pod uses it."""
+        return self._create_direct(
+            RESOURCES["storageclasses"], None,
+            {"metadata": {"name": name}, "provisioner": provisioner, "volumeBindingMode": binding_mode},
         )
+
+    def add_pvc(self, namespace, name, *, storage="10Gi", phase="Bound", access_modes=("ReadWriteMany",),
+                storage_class=None):
+        """A PersistentVolumeClaim as a provisioner left it (Bound by default)."""
+        spec = {"accessModes": list(access_modes), "resources": {"requests": {"storage": storage}}}
+        if storage_class:
+            spec["storageClassName"] = storage_class
+        obj = self._create_direct(RESOURCES["persistentvolumeclaims"], namespace, {"metadata": {"name": name}, "spec": spec})
         with self._cond:
             key = (namespace, name)
             old = self._objects["persistentvolumeclaims"][key]
@@ -1566,7 +1578,9 @@ class KubeServer:
         """The kubelet starts a bound pod: phase Running, every container running and ready,
         a pod IP; events Pulled/Created/Started. A pod whose secret volume has no Secret
         yet cannot start: it stays Pending, a FailedMount warning is recorded, and None
-        is returned (call again once the Secret exists)."""
+        is returned (call again once the Secret exists). So does a pod whose claim is not
+        Bound, except a claim of a WaitForFirstConsumer class whose selected-node
+        annotation names the pod's node: the provisioner binds it there, and the pod starts."""
         with self._cond:
             old = self._bound_pod(namespace, name)
             missing = self._missing_secrets(old)
@@ -1576,6 +1590,13 @@ class KubeServer:
                         old, "FailedMount", f'MountVolume.SetUp failed for volume "{volume}" : secret "{secret}" not found',
                         event_type="Warning",
                     )
+                return None
+            unbound = self._unbound_claims(old)
+            if unbound:
+                self._record_pod_event(
+                    old, "FailedMount", f"Unable to attach or mount volumes: unbound claims=[{', '.join(unbound)}]",
+                    event_type="Warning",
+                )
                 return None
             pod = clone(old)
             status = pod.setdefault("status", {})
@@ -1836,6 +1857,30 @@ class KubeServer:
             ) is None:
                 missing.append((volume.get("name"), source.get("secretName")))
         return missing
+
+    def _unbound_claims(self, pod):
+        """Names of the pod's claims that are not Bound; a WaitForFirstConsumer claim whose
+        selected node is the pod's is bound first, as its provisioner would."""
+        namespace, node = pod["metadata"]["namespace"], pod["spec"].get("nodeName")
+        unbound = []
+        for volume in (pod.get("spec") or {}).get("volumes") or []:
+            claim = (volume.get("persistentVolumeClaim") or {}).get("claimName")
+            if not claim:
+                continue
+            key = (namespace, claim)
+            pvc = self._objects["persistentvolumeclaims"].get(key)
+            if pvc is not None and (pvc.get("status") or {}).get("phase") != "Bound":
+                storage_class = self._objects["storageclasses"].get(("", (pvc.get("spec") or {}).get("storageClassName")))
+                selected = (pvc["metadata"].get("annotations") or {}).get(SELECTED_NODE_ANNOTATION)
+                if (storage_class or {}).get("volumeBindingMode") == "WaitForFirstConsumer" and selected == node:
+                    bound = clone(pvc)
+                    bound["spec"]["volumeName"] = f"pvc-{pvc['metadata']['uid']}"
+                    bound["status"] = {"phase": "Bound", "accessModes": pvc["spec"].get("accessModes") or [],
+                                       "capacity": dict(((pvc["spec"].get("resources") or {}).get("requests") or {}))}
+                    pvc = self._commit(RESOURCES["persistentvolumeclaims"], key, bound, "MODIFIED", old=pvc)
+            if pvc is None or (pvc.get("status") or {}).get("phase") != "Bound":
+                unbound.append(claim)
+        return unbound
 
     def _container_names(self, pod):
         return [c.get("name") for c in (pod.get("spec") or {}).get("containers") or []]

@@ -75,10 +75,12 @@ def test_discovery_lists_core_v1_scheduling_group_and_version(kube_server):
     assert core_resources["pods"].namespaced and not core_resources["nodes"].namespaced
     assert core_resources["pods/binding"].verbs == ["create"]
     groups = client.ApisApi(api_client).get_api_versions().groups
-    assert [g.name for g in groups] == ["scheduling.k8s.io"]
+    assert [g.name for g in groups] == ["scheduling.k8s.io", "storage.k8s.io"]
     scheduling = client.SchedulingV1Api(api_client).get_api_resources()
     assert scheduling.group_version == "scheduling.k8s.io/v1"
     assert [r.name for r in scheduling.resources] == ["priorityclasses"]
+    storage = client.StorageV1Api(api_client).get_api_resources()
+    assert storage.group_version == "storage.k8s.io/v1" and [r.name for r in storage.resources] == ["storageclasses"]
     assert client.VersionApi(api_client).get_code().git_version.startswith("v1.")
 
 
@@ -1201,3 +1203,34 @@ def test_in_process_reads_and_writes_match_the_api(kube_server, core, ns, node):
     assert [n["metadata"]["name"] for n in kube_server.list_objects("nodes")] == [node]
     assert [p["metadata"]["name"] for p in kube_server.list_objects("pods", namespace=ns)] == ["a"]
     assert kube_server.list_objects("pods", namespace="default") == []
+
+
+def test_a_pod_waits_for_its_claims_and_a_wait_for_first_consumer_claim_is_bound_on_its_selected_node(kube_server):
+    api = client.CoreV1Api(kube_server.api_client())
+    kube_server.add_node("node-a")
+    kube_server.add_node("node-b")
+    kube_server.add_storage_class("local", binding_mode="WaitForFirstConsumer")
+    sc = client.StorageV1Api(kube_server.api_client()).read_storage_class("local")
+    assert sc.volume_binding_mode == "WaitForFirstConsumer"
+    kube_server.add_pvc("default", "late", phase="Pending", storage_class="local")
+
+    def pod(name):
+        return {"metadata": {"name": name}, "spec": {"nodeName": "node-a", "containers": [{"name": "c", "image": "x"}],
+                "volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": "late"}}]}}
+
+    kube_server.create_object("pods", pod("p"), namespace="default")
+    # No node selected for the claim: no volume, the pod cannot start.
+    assert kube_server.run_pod("default", "p") is None
+    events = api.list_namespaced_event("default", field_selector="involvedObject.name=p").items
+    assert [e.reason for e in events] == ["FailedMount"] and "late" in events[0].message
+    # Selected for another node: still no volume for this pod.
+    api.patch_namespaced_persistent_volume_claim(
+        "late", "default", {"metadata": {"annotations": {"volume.kubernetes.io/selected-node": "node-b"}}},
+        _content_type="application/merge-patch+json")
+    assert kube_server.run_pod("default", "p") is None
+    api.patch_namespaced_persistent_volume_claim(
+        "late", "default", {"metadata": {"annotations": {"volume.kubernetes.io/selected-node": "node-a"}}},
+        _content_type="application/merge-patch+json")
+    assert kube_server.run_pod("default", "p") is not None
+    claim = api.read_namespaced_persistent_volume_claim("late", "default")
+    assert claim.status.phase == "Bound" and claim.spec.volume_name

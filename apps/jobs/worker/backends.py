@@ -15,7 +15,8 @@ Settings: ``PAI_KUBE_RETRY_SECONDS`` is how long one call retries and
 ``PAI_KUBE_CIRCUIT_SECONDS`` how long a cluster whose API stayed down is paused;
 ``PAI_KUBE_SKU_LABEL`` and ``PAI_KUBE_TOPOLOGY_LABELS`` name the node labels
 that carry a node's SKU and topology; ``PAI_KUBE_ASSIGN_DEVICES`` makes pods get pai's
-device indices through ``NVIDIA_VISIBLE_DEVICES`` instead of a device-plugin limit.
+device indices through ``NVIDIA_VISIBLE_DEVICES`` instead of a device-plugin limit;
+``PAI_KUBE_DEDICATED_TAINT`` is the key of the taint of pai's GPU nodes, which pai's pods tolerate.
 """
 
 from django.conf import settings
@@ -99,10 +100,13 @@ def tenant_quota(cluster, namespace):
 
 
 def record_node(cluster, info):
-    """The node watch saw a change: keep the Node row's health (the engine reads it)."""
+    """The node watch saw a change: keep the Node row's health and the devices other pods
+    hold there (the engine reads both)."""
     node = Node.objects.filter(cluster=cluster, name=info.name).first()
     if node is not None:
         set_node_health(node, ready=info.ready, schedulable=info.schedulable)
+        if node.gpu_used_by_others != info.gpu_used_by_others:
+            Node.objects.filter(pk=node.pk).update(gpu_used_by_others=info.gpu_used_by_others)
 
 
 def kubernetes_backend(cluster, guard=None):
@@ -127,6 +131,7 @@ def kubernetes_backend(cluster, guard=None):
         pod_options=PodOptions(
             device_resource=min(resources) if len(resources) == 1 else "nvidia.com/gpu",
             assign_devices=settings.PAI_KUBE_ASSIGN_DEVICES,
+            dedicated_taint=settings.PAI_KUBE_DEDICATED_TAINT,
         ),
         label_keys=LabelKeys(sku=settings.PAI_KUBE_SKU_LABEL, topology=tuple(settings.PAI_KUBE_TOPOLOGY_LABELS)),
         device_resources=tuple(sorted(resources)) or ("nvidia.com/gpu",),

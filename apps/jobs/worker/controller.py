@@ -257,8 +257,10 @@ class Controller:
         return self._ips
 
     def sync_node_health(self):
-        for node in Node.objects.filter(cluster=self.cluster).only("name", "ready", "schedulable"):
+        """Node health, and the devices other pods hold, from the Node rows to the engine."""
+        for node in Node.objects.filter(cluster=self.cluster).only("name", "ready", "schedulable", "gpu_used_by_others"):
             self.engine.set_node_health(node.name, node.healthy)
+            self.engine.set_node_foreign_use(node.name, node.gpu_used_by_others)
 
     # -- the cycle -------------------------------------------------------------------
 
@@ -273,7 +275,8 @@ class Controller:
         if full:
             self.refresh_configuration()
         self._cycles += 1
-        for step in (self.sync_node_health, self.observe, lambda: self.advance_jobs(full=full),
+        # Observing first: the node changes it delivers reach the engine before this cycle places.
+        for step in (self.observe, self.sync_node_health, lambda: self.advance_jobs(full=full),
                      lambda: self.schedule(now), self.create_missing_pods,
                      lambda: self.create_retried_pods(full=full), self.advance_jobs):
             self._guard(write=False)

@@ -66,6 +66,9 @@ TIME_ZONE: {{ .Values.config.timeZone | quote }}
 SECURE_SSL_REDIRECT: {{ .Values.config.secureSslRedirect | quote }}
 PAI_DATA_DIR: /tmp/pai
 Q_WORKERS: {{ .Values.worker.processes | quote }}
+PAI_KUBE_DEDICATED_TAINT: {{ .Values.config.gpuNodes.dedicatedTaint | quote }}
+PAI_KUBE_SKU_LABEL: {{ .Values.config.gpuNodes.skuLabel | quote }}
+PAI_KUBE_TOPOLOGY_LABELS: {{ join "," .Values.config.gpuNodes.topologyLabels | quote }}
 DEFAULT_FROM_EMAIL: {{ .Values.config.email.from | quote }}
 {{- /* Unset values stay out, so pai's own defaults apply rather than empty strings. */}}
 {{- with .Values.config.csrfTrustedOrigins }}

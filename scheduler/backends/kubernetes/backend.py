@@ -13,9 +13,22 @@ caller's thread.
   watch has caught up with this backend's own writes, so a pod created before ``poll``
   is in its answer.
 - **Nodes** come from the node watch: allocatable devices, CPU and memory, labels
-  (SKU and topology keys configurable), health from the Ready condition and
-  ``spec.unschedulable``. ``on_node_change`` is called with each changed node on the
-  caller's thread (during ``poll`` and ``list_nodes``), never on the watch's.
+  (SKU and topology keys configurable), health from the Ready condition, and whether
+  pai may place there: not cordoned (``spec.unschedulable``) and no NoSchedule or
+  NoExecute taint but pai's own dedicated one (``PodOptions.dedicated_taint``, which
+  pai's pods tolerate). A fourth watch, of the pods pai does not manage that have not
+  ended, sums what they request on each node (devices, CPU, memory): a node whose
+  devices other pods hold shows them as ``gpu_used_by_others``. ``on_node_change`` is
+  called with each changed node on the caller's thread (during ``poll`` and
+  ``list_nodes``), never on the watch's.
+- **Before a pod is bound** (``spec.nodeName``: pai's engine is the scheduler), its node
+  is checked as kube-scheduler would: it exists, is Ready, not cordoned, has no taint
+  pai does not tolerate, and its allocatable devices, CPU and memory hold the pod beside
+  what the other pods and pai's own live pods there request; otherwise the creation is a
+  :class:`TransientCreationError` naming the node and why. A claim of a
+  ``WaitForFirstConsumer`` storage class that has no volume yet gets the node as its
+  ``volume.kubernetes.io/selected-node`` (what kube-scheduler would write), so that its
+  provisioner makes the volume where the pod runs.
 - **Creation** makes sure the tenant's namespace (with its ResourceQuota over
   guaranteed pods, from ``namespace_quota``), the priority class, the image pull
   secret and the storage claims exist, then creates the pod, then the Secret of its
@@ -39,9 +52,11 @@ caller's thread.
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import functools
 import json
 import logging
+import math
 import threading
 import time
 from collections import OrderedDict, deque
@@ -77,6 +92,10 @@ log = logging.getLogger(__name__)
 NamespaceQuota = Callable[[str], "dict[str, str] | None"]
 # The events watch: every namespace's events about pods (those of pai's kept, see _apply_event).
 EVENT_SELECTOR = "involvedObject.kind=Pod"
+# The watch of other pods: not pai's, not ended (what kube-scheduler counts on a node).
+OTHER_PODS_SELECTOR = f"{manifests.MANAGED_BY}!={manifests.MANAGER}"
+LIVE_PODS_FIELDS = "status.phase!=Succeeded,status.phase!=Failed"
+SELECTED_NODE_ANNOTATION = "volume.kubernetes.io/selected-node"
 
 
 def _calls_api(method):
@@ -214,12 +233,20 @@ class KubernetesBackend(ClusterBackend):
         self._event_count = 0
         # Nodes.
         self._nodes: dict[str, NodeInfo] = {}
+        self._raw_nodes: dict[str, dict] = {}  # the node objects, for the checks before binding
         self._node_changes: deque[NodeInfo] = deque()
         # What creation already made sure of.
         self._namespaces: dict[str, float] = {}
         self._priority_classes: set[str] = set()
         self._secrets: set[tuple[str, str]] = set()
         self._claims: set[tuple[str, str]] = set()
+        self._binding_modes: dict[str, str] = {}  # storage class → volumeBindingMode
+        # What pods hold on nodes: pai's live pods (name → (node, requests)) and the others'
+        # ((namespace, name) → (node, requests)), with the sums by node.
+        self._ours: dict[str, tuple[str, tuple[int, float, float]]] = {}
+        self._ours_by_node: dict[str, list[float]] = {}
+        self._others: dict[tuple[str, str], tuple[str, tuple[int, float, float]]] = {}
+        self._others_by_node: dict[str, list[float]] = {}
         self._namespace_of: dict[str, str] = {}
         self._pai_namespaces: set[str] = set()  # the namespaces pai's pods live in
         self._pod_watch = _Watcher(
@@ -233,6 +260,11 @@ class KubernetesBackend(ClusterBackend):
             "events", self._relist_events, lambda rv, t: self.api.watch_events(EVENT_SELECTOR, rv, t),
             self._apply_event, self._stop, watch_timeout_seconds,
         )
+        self._others_watch = _Watcher(
+            "other-pods", self._relist_others,
+            lambda rv, t: self.api.watch_pods(OTHER_PODS_SELECTOR, rv, t, field_selector=LIVE_PODS_FIELDS),
+            self._apply_other_event, self._stop, watch_timeout_seconds,
+        )
 
     # -- the watches -----------------------------------------------------------------
 
@@ -240,10 +272,12 @@ class KubernetesBackend(ClusterBackend):
         if self._started:
             return
         pods_rv = self._relist_pods()
+        others_rv = self._relist_others()
         nodes_rv = self._relist_nodes()
         events_rv = self._relist_events()
         self._started = True
         self._pod_watch.start(pods_rv)
+        self._others_watch.start(others_rv)
         self._node_watch.start(nodes_rv)
         self._event_watch.start(events_rv)
 
@@ -251,9 +285,11 @@ class KubernetesBackend(ClusterBackend):
         items, version = self.api.list_pods(manifests.POD_SELECTOR)
         with self._lock:
             self._pods = {item["metadata"]["name"]: item for item in items}
+            self._ours, self._ours_by_node = {}, {}
             for item in items:
                 self._namespace_of[item["metadata"]["name"]] = item["metadata"]["namespace"]
                 self._pai_namespaces.add(item["metadata"]["namespace"])
+                self._hold(self._ours, self._ours_by_node, item["metadata"]["name"], item)
             # Changes before the list were not followed: older cursors must relist.
             self._floor = int(version)
             self._seen = max(self._seen, int(version))
@@ -270,10 +306,12 @@ class KubernetesBackend(ClusterBackend):
         with self._lock:
             if deleted:
                 self._pods.pop(meta["name"], None)
+                self._hold(self._ours, self._ours_by_node, meta["name"], None)
             else:
                 self._pods[meta["name"]] = obj
                 self._namespace_of[meta["name"]] = meta["namespace"]
                 self._pai_namespaces.add(meta["namespace"])
+                self._hold(self._ours, self._ours_by_node, meta["name"], obj)
             self._feed_versions.append(version)
             self._feed.append(observation)
             if len(self._feed) > self.feed_limit:
@@ -283,6 +321,71 @@ class KubernetesBackend(ClusterBackend):
                 del self._feed_versions[:cut], self._feed[:cut]
             self._seen = max(self._seen, version)
             self._lock.notify_all()
+
+    def _hold(self, holders: dict, by_node: dict, key, obj: dict | None) -> tuple[str, ...]:
+        """Record what pod ``key`` holds on its node (``obj`` None, ended or unbound: nothing);
+        returns the nodes whose sums changed. Called with the lock held."""
+        previous = holders.pop(key, None)
+        current = None
+        if obj is not None:
+            bound = (obj.get("spec") or {}).get("nodeName")
+            if bound and (obj.get("status") or {}).get("phase") not in manifests.TERMINAL:
+                current = (bound, manifests.pod_requests(obj, self.device_resources))
+        if current is not None:
+            holders[key] = current
+        if previous == current:
+            return ()
+        changed = []
+        for held, sign in ((previous, -1), (current, 1)):
+            if held is not None:
+                total = by_node.setdefault(held[0], [0, 0.0, 0.0])
+                for i, amount in enumerate(held[1]):
+                    total[i] += sign * amount
+                changed.append(held[0])
+        return tuple(changed)
+
+    def _relist_others(self) -> str:
+        items, version = self.api.list_pods(OTHER_PODS_SELECTOR, field_selector=LIVE_PODS_FIELDS)
+        with self._lock:
+            touched = set(self._others_by_node)
+            self._others, self._others_by_node = {}, {}
+            for item in items:
+                key = (item["metadata"].get("namespace"), item["metadata"]["name"])
+                self._hold(self._others, self._others_by_node, key, item)
+            for node in touched | set(self._others_by_node):
+                self._node_used_changed(node)
+        return version
+
+    def _apply_other_event(self, kind: str, obj: dict):
+        meta = obj["metadata"]
+        with self._lock:
+            changed = self._hold(self._others, self._others_by_node, (meta.get("namespace"), meta["name"]),
+                                 None if kind == "DELETED" else obj)
+            for node in changed:
+                self._node_used_changed(node)
+
+    def _used_by_others(self, node: str) -> tuple[float, float, float]:
+        total = self._others_by_node.get(node)
+        return (0, 0.0, 0.0) if total is None else (max(0, total[0]), max(0.0, total[1]), max(0.0, total[2]))
+
+    def _node_used_changed(self, node: str):
+        """The other pods' use of ``node`` changed: a new NodeInfo, if the node is known (lock held)."""
+        info = self._nodes.get(node)
+        if info is None:
+            return
+        used = self._used_by_others(node)
+        fresh = dataclasses.replace(
+            info, gpu_used_by_others=int(used[0]), cpu_used_by_others=round(used[1], 3),
+            memory_mb_used_by_others=int(math.ceil(used[2])),
+        )
+        if fresh != info:
+            self._nodes[node] = fresh
+            self._node_changes.append(fresh)
+
+    def _node_info(self, obj: dict) -> NodeInfo:
+        name = (obj.get("metadata") or {}).get("name", "")
+        return manifests.node_info(obj, self.device_resources, self.label_keys, self.pod_options.dedicated_taint,
+                                   self._used_by_others(name))
 
     def _relist_events(self) -> str:
         items, version = self.api.list_events(EVENT_SELECTOR)
@@ -321,11 +424,12 @@ class KubernetesBackend(ClusterBackend):
 
     def _relist_nodes(self) -> str:
         items, version = self.api.list_nodes()
-        fresh = {}
-        for item in items:
-            info = manifests.node_info(item, self.device_resources, self.label_keys)
-            fresh[info.name] = info
+        fresh, raw = {}, {}
         with self._lock:
+            for item in items:
+                info = self._node_info(item)
+                fresh[info.name], raw[info.name] = info, item
+            self._raw_nodes = raw
             for name, info in fresh.items():
                 if self._nodes.get(name) != info:
                     self._node_changes.append(info)
@@ -336,12 +440,15 @@ class KubernetesBackend(ClusterBackend):
         return version
 
     def _apply_node_event(self, kind: str, obj: dict):
-        info = manifests.node_info(obj, self.device_resources, self.label_keys)
         with self._lock:
+            info = self._node_info(obj)
             if kind == "DELETED":
                 self._nodes.pop(info.name, None)
+                self._raw_nodes.pop(info.name, None)
                 self._node_changes.append(_gone(info))
-            elif self._nodes.get(info.name) != info:
+                return
+            self._raw_nodes[info.name] = obj
+            if self._nodes.get(info.name) != info:
                 self._nodes[info.name] = info
                 self._node_changes.append(info)
 
@@ -414,6 +521,7 @@ class KubernetesBackend(ClusterBackend):
         self._ensure_started()
         try:
             self._require_node(spec.node)
+            self._check_node(spec)
             self._ensure_namespace(spec.namespace)
             if spec.priority_class:
                 self._ensure_priority_class(spec.priority_class)
@@ -441,6 +549,8 @@ class KubernetesBackend(ClusterBackend):
             self._namespace_of[spec.name] = spec.namespace
             self._pai_namespaces.add(spec.namespace)
             self._written = max(self._written, int(created["metadata"]["resourceVersion"]))
+            # Held from now on, before the watch reports it: the next pod's check counts it.
+            self._hold(self._ours, self._ours_by_node, spec.name, created)
         return manifests.observation(created)
 
     @_calls_api
@@ -501,6 +611,7 @@ class KubernetesBackend(ClusterBackend):
         self._pod_watch.close()
         self._node_watch.close()
         self._event_watch.close()
+        self._others_watch.close()
         self.api.close()
 
     # -- statistics for tests and benchmarks -----------------------------------------
@@ -527,6 +638,43 @@ class KubernetesBackend(ClusterBackend):
                 known = node in self._nodes
         if not known:
             raise PermanentCreationError(f"node {node!r} does not exist in the cluster")
+
+    def _check_node(self, spec: PodSpec):
+        """Refuse (for now) a node the pod cannot go to: see the module docstring."""
+        with self._lock:
+            obj = self._raw_nodes.get(spec.node)
+            info = self._nodes.get(spec.node)
+            others = self._used_by_others(spec.node)
+            ours = list(self._ours_by_node.get(spec.node) or (0, 0.0, 0.0))
+            previous = self._ours.get(spec.name)
+        if obj is None or info is None:
+            return  # _require_node refused an unknown node already
+        problems = []
+        if not info.ready:
+            problems.append("it is not Ready")
+        if (obj.get("spec") or {}).get("unschedulable"):
+            problems.append("it is cordoned")
+        taints = manifests.untolerated_taints(obj, self.pod_options.dedicated_taint)
+        if taints:
+            problems.append(f"it has taints pai does not tolerate: {', '.join(taints)}")
+        if previous is not None and previous[0] == spec.node:
+            for i, amount in enumerate(previous[1]):  # this pod itself (a retried creation)
+                ours[i] -= amount
+        gpu = len(spec.devices) or spec.gpu
+        cpu = manifests.quantity(manifests._cpu(spec.cpu, self.pod_options.min_cpu))
+        memory = spec.memory_mb if spec.memory_mb > 0 else manifests.quantity(self.pod_options.min_memory) / 2**20
+        for label, wanted, capacity, used_by_others, used_by_pai in (
+            ("devices", gpu, info.gpu, others[0], ours[0]),
+            ("CPU", cpu, info.cpu, others[1], ours[1]),
+            ("memory (MiB)", memory, info.memory_mb, others[2], ours[2]),
+        ):
+            if wanted and used_by_others + used_by_pai + wanted > capacity + 1e-9:
+                problems.append(
+                    f"{label}: {wanted:g} wanted, {capacity:g} allocatable, {used_by_others:g} requested by other pods "
+                    f"and {used_by_pai:g} by pai's"
+                )
+        if problems:
+            raise TransientCreationError(f"pod {spec.name}: node {spec.node} cannot take it now: {'; '.join(problems)}")
 
     def _ensure_namespace(self, namespace: str):
         checked = self._namespaces.get(namespace)
@@ -628,7 +776,7 @@ class KubernetesBackend(ClusterBackend):
             if storage.host_path or (spec.namespace, storage.claim) in self._claims:
                 continue
             try:
-                self.api.get_pvc(spec.namespace, storage.claim)
+                claim = self.api.get_pvc(spec.namespace, storage.claim)
             except KubeError as exc:
                 if exc.status == 404:
                     raise TransientCreationError(
@@ -636,7 +784,31 @@ class KubernetesBackend(ClusterBackend):
                         f"namespace {spec.namespace}"
                     ) from exc
                 raise
-            self._claims.add((spec.namespace, storage.claim))
+            if (claim.get("status") or {}).get("phase") == "Bound":
+                self._claims.add((spec.namespace, storage.claim))
+            else:
+                self._select_node_for_claim(spec, claim)
+
+    def _select_node_for_claim(self, spec: PodSpec, claim: dict):
+        """A claim without a volume yet: if its class waits for the first consumer, that is this
+        pod, and its node is where the volume must be made (kube-scheduler would write it; pai
+        binds pods itself). A claim another pod's node was selected for is left as it is."""
+        annotations = (claim.get("metadata") or {}).get("annotations") or {}
+        class_name = (claim.get("spec") or {}).get("storageClassName")
+        if annotations.get(SELECTED_NODE_ANNOTATION) or not class_name:
+            return
+        mode = self._binding_modes.get(class_name)
+        if mode is None:
+            try:
+                mode = self.api.get_storage_class(class_name).get("volumeBindingMode") or "Immediate"
+            except KubeError as exc:
+                if exc.status != 404:
+                    raise
+                mode = "Immediate"
+            self._binding_modes[class_name] = mode
+        if mode == "WaitForFirstConsumer":
+            self.api.patch_pvc(spec.namespace, claim["metadata"]["name"],
+                               {"metadata": {"annotations": {SELECTED_NODE_ANNOTATION: spec.node}}})
 
     # -- finding a pod's namespace ---------------------------------------------------
 

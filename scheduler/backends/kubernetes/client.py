@@ -51,6 +51,8 @@ API_CALLS: frozenset[tuple[str, str, str]] = frozenset({
     ("", "resourcequotas", "get"),
     ("", "resourcequotas", "patch"),
     ("", "persistentvolumeclaims", "get"),
+    ("", "persistentvolumeclaims", "patch"),  # a WaitForFirstConsumer claim's selected node
+    ("storage.k8s.io", "storageclasses", "get"),
     ("", "secrets", "create"),  # never get: reading secrets cluster-wide is not pai's business
     ("scheduling.k8s.io", "priorityclasses", "create"),
     ("scheduling.k8s.io", "priorityclasses", "get"),
@@ -207,6 +209,7 @@ class KubeApi:
         self.api_client = api_client
         self.core = k8s.CoreV1Api(api_client)
         self.scheduling = k8s.SchedulingV1Api(api_client)
+        self.storage = k8s.StorageV1Api(api_client)
         self.bucket = TokenBucket(qps, burst)
         self.backoff = backoff
         self.timeout = timeout
@@ -306,9 +309,10 @@ class KubeApi:
         return self._paged(("", "pods", "list"), self.core.list_pod_for_all_namespaces, page,
                            label_selector=label_selector, **selectors)
 
-    def watch_pods(self, label_selector: str, resource_version: str, timeout_seconds: int):
+    def watch_pods(self, label_selector: str, resource_version: str, timeout_seconds: int, field_selector: str = ""):
+        selectors = {"field_selector": field_selector} if field_selector else {}
         return self._raw(
-            ("", "pods", "watch"), self.core.list_pod_for_all_namespaces, label_selector=label_selector,
+            ("", "pods", "watch"), self.core.list_pod_for_all_namespaces, label_selector=label_selector, **selectors,
             resource_version=resource_version, watch=True, timeout_seconds=timeout_seconds,
             allow_watch_bookmarks=True, _request_timeout=(self.timeout[0], timeout_seconds + 15),
         )
@@ -369,6 +373,15 @@ class KubeApi:
         return self._json(
             ("", "persistentvolumeclaims", "get"), self.core.read_namespaced_persistent_volume_claim, name, namespace
         )
+
+    def patch_pvc(self, namespace: str, name: str, body: dict) -> dict:
+        return self._json(
+            ("", "persistentvolumeclaims", "patch"), self.core.patch_namespaced_persistent_volume_claim, name, namespace,
+            body, _content_type="application/merge-patch+json",
+        )
+
+    def get_storage_class(self, name: str) -> dict:
+        return self._json(("storage.k8s.io", "storageclasses", "get"), self.storage.read_storage_class, name)
 
     def create_secret(self, namespace: str, body: dict) -> dict:
         return self._json(("", "secrets", "create"), self.core.create_namespaced_secret, namespace, body)

@@ -34,6 +34,14 @@ WAITING_FAILURES = frozenset({
 })
 
 
+# The taint that keeps other workloads off pai's GPU nodes (any value, any effect): pai's
+# pods tolerate it, and it does not make a node unschedulable for pai.
+DEDICATED_TAINT = "pai.dedicated"
+# Taint effects that keep a pod off a node (PreferNoSchedule only asks).
+BLOCKING_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
+TERMINAL = frozenset({"Succeeded", "Failed"})
+
+
 @dataclass(frozen=True)
 class LabelKeys:
     """Node label keys that carry a node's SKU and topology (configurable per site)."""
@@ -57,6 +65,8 @@ class PodOptions:
     # A pod needs a request to be in the Guaranteed QoS class and to be counted by quota.
     min_cpu: str = "100m"
     min_memory: str = "128Mi"
+    # The key of the taint of nodes dedicated to pai (tolerated, whatever its value and effect).
+    dedicated_taint: str = DEDICATED_TAINT
 
 
 def priority_class_name(name: str) -> str:
@@ -184,6 +194,8 @@ def pod(spec: PodSpec, options: PodOptions, pull_secret_names: list[str] = ()) -
         "containers": [container],
         "volumes": volumes,
     }
+    if options.dedicated_taint:
+        pod_spec["tolerations"] = [{"key": options.dedicated_taint, "operator": "Exists"}]
     if spec.priority_class:
         pod_spec["priorityClassName"] = priority_class_name(spec.priority_class)
     if pull_secret_names:
@@ -282,9 +294,21 @@ def node_ready(obj: dict) -> bool:
     return False
 
 
-def node_info(obj: dict, device_resources: tuple[str, ...], label_keys: LabelKeys) -> NodeInfo:
+def untolerated_taints(obj: dict, tolerated: str) -> list[str]:
+    """The node's taints that keep pai's pods off (``key=value:effect``): every NoSchedule or
+    NoExecute taint but the dedicated one (cordon and a NotReady node show as such taints too)."""
+    return [
+        f"{t.get('key')}{'=' + t['value'] if t.get('value') else ''}:{t.get('effect')}"
+        for t in (obj.get("spec") or {}).get("taints") or []
+        if t.get("effect") in BLOCKING_EFFECTS and t.get("key") != tolerated
+    ]
+
+
+def node_info(obj: dict, device_resources: tuple[str, ...], label_keys: LabelKeys, tolerated_taint: str = DEDICATED_TAINT,
+              used_by_others: tuple[int, float, float] = (0, 0.0, 0.0)) -> NodeInfo:
     """A node's allocatable devices (of the SKUs' device resources), CPU and memory (capacity less what the system keeps),
-    its labels with the SKU and topology under pai's own keys, and its health."""
+    its labels with the SKU and topology under pai's own keys, its health (Ready; not cordoned and no taint pai does
+    not tolerate), and what other pods request on it (``used_by_others``: devices, CPU, memory in MiB)."""
     meta = obj.get("metadata") or {}
     status = obj.get("status") or {}
     allocatable = status.get("allocatable") or status.get("capacity") or {}
@@ -303,5 +327,37 @@ def node_info(obj: dict, device_resources: tuple[str, ...], label_keys: LabelKey
         memory_mb=int(quantity(allocatable.get("memory")) // 2**20),
         labels=labels,
         ready=node_ready(obj),
-        schedulable=not (obj.get("spec") or {}).get("unschedulable", False),
+        schedulable=not (obj.get("spec") or {}).get("unschedulable", False) and not untolerated_taints(obj, tolerated_taint),
+        gpu_used_by_others=int(used_by_others[0]),
+        cpu_used_by_others=round(used_by_others[1], 3),
+        memory_mb_used_by_others=int(math.ceil(used_by_others[2])),
     )
+
+
+def pod_requests(obj: dict, device_resources: tuple[str, ...]) -> tuple[int, float, float]:
+    """What a pod holds on its node as the scheduler counts it: (devices, CPU, memory in MiB),
+    each the larger of its containers' sum and its largest init container (requests, else
+    limits). A pod of pai's that gets its devices by index (no device request) holds those
+    in ``NVIDIA_VISIBLE_DEVICES``."""
+    spec = obj.get("spec") or {}
+    ours = ((obj.get("metadata") or {}).get("labels") or {}).get(MANAGED_BY) == MANAGER
+
+    def amounts(container: dict) -> tuple[float, float, float]:
+        resources = container.get("resources") or {}
+        wanted = {**(resources.get("limits") or {}), **(resources.get("requests") or {})}
+        devices = sum(quantity(wanted.get(r)) for r in device_resources)
+        if not devices and ours:
+            for variable in container.get("env") or ():
+                if variable.get("name") == "NVIDIA_VISIBLE_DEVICES":
+                    value = variable.get("value") or ""
+                    devices = 0 if value in ("", "void", "none") else len(value.split(","))
+        return devices, quantity(wanted.get("cpu")), quantity(wanted.get("memory")) / 2**20
+
+    total = [0.0, 0.0, 0.0]
+    for container in spec.get("containers") or ():
+        for i, amount in enumerate(amounts(container)):
+            total[i] += amount
+    for container in spec.get("initContainers") or ():
+        for i, amount in enumerate(amounts(container)):
+            total[i] = max(total[i], amount)
+    return int(total[0]), total[1], total[2]
