@@ -11,6 +11,7 @@ def cluster_form(cluster, **changes):
         "name": cluster.name, "cluster_class": cluster.cluster_class, "backend": cluster.backend,
         "connection": cluster.connection, "description": cluster.description,
         "api_qps": str(cluster.api_qps), "api_burst": str(cluster.api_burst),
+        "prometheus_url": cluster.prometheus_url, "gpu_utilization_query": cluster.gpu_utilization_query,
         "cell_types-TOTAL_FORMS": "0", "cell_types-INITIAL_FORMS": "0",
         "cell_types-MIN_NUM_FORMS": "0", "cell_types-MAX_NUM_FORMS": "1000",
     }
