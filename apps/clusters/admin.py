@@ -1,4 +1,5 @@
 from django.contrib import admin
+from django.db import models
 
 from apps.tenants.admin_mixins import PlatformAdmin
 
@@ -21,6 +22,8 @@ class ClusterAdmin(PlatformAdmin):
     search_fields = ("name",)
     readonly_fields = ("api_available", "api_unavailable_since", "api_error")
     inlines = [CellTypeInline]
+    # A Prometheus inside the cluster is usually reached over plain HTTP.
+    formfield_overrides = {models.URLField: {"assume_scheme": "http"}}
 
     @admin.display(description="API", ordering="api_available")
     def api_status(self, obj):

@@ -220,6 +220,13 @@ def test_platform_admins_change_the_inventory(world, clients):
     response = root.patch("/api/v2/clusters/gpu2/", {"api_qps": 250, "api_burst": 400}, format="json")
     assert response.status_code == 200 and (response.json()["api_qps"], response.json()["api_burst"]) == (250.0, 400)
     assert (Cluster.objects.get(name="gpu2").api_qps, Cluster.objects.get(name="gpu2").api_burst) == (250.0, 400)
+    # Where the worker reads its pods' GPU utilisation (apps.monitoring.efficiency).
+    assert response.json()["gpu_utilization_query"] == "DCGM_FI_DEV_GPU_UTIL"
+    response = root.patch("/api/v2/clusters/gpu2/", {"prometheus_url": "http://prometheus.monitoring:9090",
+                                                     "gpu_utilization_query": 'DCGM_FI_DEV_GPU_UTIL{Hostname!=""}'},
+                          format="json")
+    assert response.status_code == 200, response.content
+    assert Cluster.objects.get(name="gpu2").prometheus_url == "http://prometheus.monitoring:9090"
     sku = {"name": "H100", "gpu": 1, "cpu": 16, "memory_mb": 131072}
     assert root.post("/api/v2/clusters/gpu2/cell-types/", sku, format="json").status_code == 201
     node = {"name": "H100-NODE", "child": "H100", "child_count": 8, "is_node_level": True}
@@ -237,6 +244,8 @@ def test_platform_admins_change_the_inventory(world, clients):
     ("/api/v2/clusters/", {"name": "x", "api_qps": 0}, "api_qps"),
     ("/api/v2/clusters/", {"name": "x", "api_qps": "fast"}, "api_qps"),
     ("/api/v2/clusters/", {"name": "x", "api_burst": 0}, "api_burst"),
+    ("/api/v2/clusters/", {"name": "x", "prometheus_url": "not a url"}, "prometheus_url"),
+    ("/api/v2/clusters/", {"name": "x", "gpu_utilization_query": "q" * 501}, "gpu_utilization_query"),
     ("/api/v2/clusters/", {"name": "x", "api_burst": 10**9}, "api_burst"),
     ("/api/v2/clusters/local/cell-types/", {"name": "A100"}, "Name already exists"),
     ("/api/v2/clusters/local/cell-types/", {"name": "X", "child": "A100", "child_count": 0}, "child_count"),

@@ -23,6 +23,15 @@ def prometheus(tmp_path_factory):
     server.stop()
 
 
+@pytest.fixture(autouse=True)
+def _no_scrapes_after_the_test(request):
+    # The live server and Prometheus outlive the test: a scrape during a later test would
+    # query a database that test does not allow (or holds locked).
+    yield
+    if "prometheus" in request.fixturenames:
+        request.getfixturevalue("prometheus").stop_scraping()
+
+
 @pytest.fixture(scope="session")
 def dcgm_exporter():
     exporter = DcgmExporter()

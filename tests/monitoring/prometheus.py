@@ -2,7 +2,8 @@
 
 Prometheus starts once per session with two scrape jobs whose targets come from files
 (`file_sd_configs`), so a test points a job at its own server by writing a file:
-`pai` (bearer token from a file) and `dcgm`. Scrapes run every second.
+`pai` (bearer token from a file; every 3 seconds) and `dcgm` (every second). After each
+test that uses it, the targets are dropped (`stop_scraping`, see conftest).
 """
 
 import json
@@ -49,6 +50,10 @@ class Prometheus:
             "scrape_configs": [
                 {
                     "job_name": "pai",
+                    # A scrape of pai queries the database: on a loaded machine it may take
+                    # more than a second, and a timed-out scrape is a missing sample.
+                    "scrape_interval": "3s",
+                    "scrape_timeout": "3s",
                     "authorization": {"type": "Bearer", "credentials_file": str(self.token_file)},
                     "file_sd_configs": [{"files": [str(directory / "pai.json")]}],
                 },
@@ -88,6 +93,14 @@ class Prometheus:
             self.token_file.write_text(token)
         self._write_targets(job, [urllib.parse.urlsplit(url).netloc])
         wait_for(lambda: self.target_health(job) == "up", what=f"Prometheus to scrape {url}")
+
+    def stop_scraping(self):
+        """Forget every target, and wait until Prometheus has: a server that outlives its
+        test must not be scraped (and query the database) during the next ones."""
+        for job in ("pai", "dcgm"):
+            self._write_targets(job, [])
+        wait_for(lambda: not self._get("/api/v1/targets", {"state": "active"})["activeTargets"], timeout=30,
+                 what="Prometheus to drop its targets")
 
     def target_health(self, job):
         data = self._get("/api/v1/targets", {"state": "active"})

@@ -14,8 +14,9 @@ class ClusterSerializer(serializers.ModelSerializer):
     class Meta:
         model = Cluster
         fields = [
-            "name", "cluster_class", "backend", "connection", "description", "api_qps", "api_burst", "created_at",
-            "api_available", "api_unavailable_since", "api_error",
+            "name", "cluster_class", "backend", "connection", "description", "api_qps", "api_burst",
+            "prometheus_url", "gpu_utilization_query", "created_at", "api_available", "api_unavailable_since",
+            "api_error",
         ]
         read_only_fields = ["created_at", "api_available", "api_unavailable_since", "api_error"]
         # Uniqueness is checked by the model's full_clean in the service, in the same transaction.
