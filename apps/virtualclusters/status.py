@@ -16,6 +16,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 import scheduler
+from scheduler.engine import FOREIGN
 from apps.clusters.models import Node, PhysicalCell
 from apps.clusters.services import cluster_spec
 from apps.clusters.topology import CellChains
@@ -58,9 +59,11 @@ def cluster_state(cluster):
         elif reservation is not None:
             allocations.append(allocation_from_json(reservation))
     engine.restore(allocations)
-    for name, ready, schedulable in Node.objects.filter(cluster=cluster).values_list("name", "ready", "schedulable"):
+    nodes = Node.objects.filter(cluster=cluster).values_list("name", "ready", "schedulable", "gpu_used_by_others")
+    for name, ready, schedulable, used_by_others in nodes:
         if name in engine.topology.nodes:  # a node the backend reports but no cell describes holds nothing
             engine.set_node_health(name, ready and schedulable)
+            engine.set_node_foreign_use(name, used_by_others)
     state.engine = engine
     return state
 
@@ -124,18 +127,19 @@ class NodeTile:
     sku: str
     healthy: bool
     devices: int
-    used: int
-    opportunistic: int
+    used: int  # by pai's jobs
+    opportunistic: int  # of `used`, by opportunistic jobs
+    foreign: int  # held by pods that are not pai's
     bad: int
     free: int
-    jobs: int  # distinct jobs on the node
+    jobs: int  # distinct jobs of pai's on the node
 
     @property
     def squares(self):
-        """One word per device, for a heatmap: used, opp (used by an opportunistic job), free, bad."""
-        return ["used"] * (self.used - self.opportunistic) + ["opp"] * self.opportunistic + ["free"] * self.free + [
-            "bad"
-        ] * self.bad
+        """One word per device, for a heatmap: used, opp (used by an opportunistic job),
+        foreign (held by another pod), free, bad."""
+        return (["used"] * (self.used - self.opportunistic) + ["opp"] * self.opportunistic
+                + ["foreign"] * self.foreign + ["free"] * self.free + ["bad"] * self.bad)
 
 
 @dataclass
@@ -146,13 +150,14 @@ class NodeGroup:
 
     @property
     def totals(self):
-        return {k: sum(getattr(n, k) for n in self.nodes) for k in ("devices", "used", "bad", "free")}
+        return {k: sum(getattr(n, k) for n in self.nodes) for k in ("devices", "used", "foreign", "bad", "free")}
 
 
 def node_groups(state):
     """The cluster's nodes as the engine sees them, grouped by their top-level physical
-    cell (the rack), racks by name. A node's devices are used (by running or preempting
-    jobs), bad (unused on an unhealthy node) or free."""
+    cell (the rack), racks by name. A node's devices are used (by pai's running or
+    preempting jobs), held by pods that are not pai's, bad (unused on an unhealthy node)
+    or free."""
     cells = {
         pk: (parent_id, address, cell_type_id)
         for pk, parent_id, address, cell_type_id in PhysicalCell.objects.filter(cluster=state.cluster).values_list(
@@ -168,12 +173,13 @@ def node_groups(state):
     groups = {}
     for name in sorted(state.engine.topology.nodes):
         s = state.engine.node_status(name)
-        used = len(s.used)
-        bad = 0 if s.healthy else s.devices - used
+        mine = [d for d in s.used if d.job_id != FOREIGN]
+        foreign = len(s.used) - len(mine)
+        bad = 0 if s.healthy else s.devices - len(s.used)
         tile = NodeTile(
-            name=name, sku=s.sku, healthy=s.healthy, devices=s.devices, used=used,
-            opportunistic=sum(1 for d in s.used if d.opportunistic), bad=bad, free=s.devices - used - bad,
-            jobs=len({d.job_id for d in s.used}),
+            name=name, sku=s.sku, healthy=s.healthy, devices=s.devices, used=len(mine),
+            opportunistic=sum(1 for d in mine if d.opportunistic), foreign=foreign, bad=bad,
+            free=s.devices - len(s.used) - bad, jobs=len({d.job_id for d in mine}),
         )
         root, chain, loose = root_of.get(name, (name, s.sku, True))
         key = (chain, f"{chain} nodes") if loose else (chain, root)

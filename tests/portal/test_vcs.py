@@ -165,6 +165,7 @@ def test_the_queue_is_paged_and_the_page_costs_the_same_queries_whatever_its_len
 
 def test_cluster_page_groups_nodes_by_rack_and_counts_bad_devices(world):
     Node.objects.filter(name="gpu-node-4").update(ready=False)
+    Node.objects.filter(name="gpu-node-3").update(gpu_used_by_others=3)
     response = page(world.root, "/cluster/")
     assert response.status_code == 200
     html = response.content.decode()
@@ -172,6 +173,9 @@ def test_cluster_page_groups_nodes_by_rack_and_counts_bad_devices(world):
     assert [n for n in re.findall(r'data-node="([\w-]+)"', rack)] == [f"gpu-node-{i}" for i in range(1, 5)]
     node4 = re.search(r'data-node="gpu-node-4"(.*?)</li>', html, re.S).group(1)
     assert "0 used · 0 free · 8 bad" in node4 and "not healthy" in node4
+    node3 = re.search(r'data-node="gpu-node-3"(.*?)</li>', html, re.S).group(1)
+    assert "0 used · 5 free · 0 bad" in node3 and "3 held by other pods" in node3
+    assert "32 devices" not in html and "48 devices: 0 used, 37 free, 8 bad, 3 held by pods that are not pai's." in html
     node1 = re.search(r'data-node="gpu-node-1"(.*?)</li>', html, re.S).group(1)
     assert "0 used · 8 free · 0 bad" in node1
     assert "CPU-NODE nodes" in html  # the CPU nodes belong to no rack

@@ -50,7 +50,7 @@ def cluster_page(request):
             entry["groups"] = node_groups(state)
             entry["bars"] = _vc_bars(state, entry["groups"])
             entry["totals"] = {
-                k: sum(g.totals[k] for g in entry["groups"]) for k in ("devices", "used", "bad", "free")
+                k: sum(g.totals[k] for g in entry["groups"]) for k in ("devices", "used", "foreign", "bad", "free")
             }
         clusters.append(entry)
     return render(request, "portal/cluster.html", {"clusters": clusters})
