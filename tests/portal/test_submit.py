@@ -283,3 +283,18 @@ def test_a_path_finds_its_line_through_dotted_keys_and_lists():
         ("extras.com.microsoft.pai.runtimeplugin[1]", 5), ("taskRoles.a.commands[1]", 10),
         ("taskRoles.a.resourcePerInstance", 7), ("taskRoles.b", 6), ("", None),
     ]
+
+
+def test_the_form_starts_on_the_users_default_vc(world, member):
+    from apps.accounts.models import UserProfile
+    from tests import factories as f
+
+    other = f.VirtualClusterFactory(name="a_second", tenant=world.tenant_a, cluster=world.cluster)
+    f.VirtualClusterGrantFactory(virtual_cluster=other, group=world.group_a)
+    assert member.get(SUBMIT).context["form"].initial["virtual_cluster"] == "a_second"  # first by name
+    UserProfile.objects.update_or_create(user=world.a_member, defaults={"default_virtual_cluster": world.vc_a})
+    page = member.get(SUBMIT)
+    assert page.context["form"].initial["virtual_cluster"] == "team_a"
+    assert page.context["form"].fields["virtual_cluster"].choices == [("a_second", "a_second"), ("team_a", "team_a")]
+    # A template names no VC: the job goes to the default one, which the form shows.
+    assert member.get(SUBMIT, {"template": "1-single-gpu"}).context["form"].initial["virtual_cluster"] == "team_a"
