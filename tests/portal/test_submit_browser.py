@@ -67,6 +67,8 @@ def test_a_member_clones_a_job(world, portal):
     page.goto(portal.url("/jobs/a_member~first-run/clone"))
     expect(page.locator("#notice")).to_contain_text("Cloned from a_member~first-run")
     expect(page.get_by_label("Job name")).to_have_value("first-run-clone")
+    # Readable on a phone: nothing wider than the screen.
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= 375
     portal.shoot(page, "submit-clone")
     with page.expect_download() as download:
         page.click("#export")
