@@ -7,4 +7,5 @@ from . import login_views
 urlpatterns = [
     path("login/", login_views.SignInView.as_view(), name="login"),
     path("logout/", login_views.SignOutView.as_view(), name="logout"),
+    path("time-zone/", login_views.time_zone, name="time-zone"),
 ]

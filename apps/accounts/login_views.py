@@ -1,11 +1,16 @@
 """pai's sign-in page for members, DRIs and admins alike (the admin's own form takes staff only)."""
 
+from django import forms
 from django.conf import settings
+from django.contrib import messages
 from django.contrib.auth import views as auth_views
+from django.contrib.auth.decorators import login_required
 from django.http import HttpResponseRedirect
 from django.shortcuts import render
 from django.urls import reverse
-from django.utils.http import urlencode
+from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme, urlencode
+from django.views.decorators.http import require_http_methods
 
 from .forms import SignInForm
 
@@ -43,3 +48,34 @@ class SignOutView(auth_views.LogoutView):
 
             return logout(request)
         return super().post(request, *args, **kwargs)
+
+
+class TimeZoneForm(forms.Form):
+    time_zone = forms.ChoiceField(label="Your time zone", required=False)
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        from zoneinfo import available_timezones
+
+        platform = settings.TIME_ZONE
+        self.fields["time_zone"].choices = [("", f"The platform's ({platform})")] + [
+            (name, name) for name in sorted(available_timezones()) if "/" in name or name == "UTC"
+        ]
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def time_zone(request):
+    """The signed-in user's time zone: the on-call deadlines and other pages' times show in it."""
+    from . import timezones
+
+    form = TimeZoneForm(request.POST or None, initial={"time_zone": timezones.zone_of(request.user)})
+    if request.method == "POST" and form.is_valid():
+        timezones.set_zone(request, request.user, form.cleaned_data["time_zone"])
+        messages.success(request, f"Times now show in {form.cleaned_data['time_zone'] or settings.TIME_ZONE}.")
+        target = request.POST.get("next", "")
+        if target and url_has_allowed_host_and_scheme(target, {request.get_host()}, request.is_secure()):
+            return HttpResponseRedirect(target)
+        return HttpResponseRedirect(reverse("time-zone"))
+    return render(request, "accounts/time_zone.html", {"form": form, "now": timezone.now(),
+                                                        "next": request.GET.get("next", "")})

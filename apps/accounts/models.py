@@ -83,9 +83,19 @@ class ApiToken(models.Model):
         return f"{kind} token {self.prefix}… of {self.user}"
 
 
+def validate_time_zone(value):
+    from zoneinfo import available_timezones
+
+    from django.core.exceptions import ValidationError
+
+    if value and value not in available_timezones():
+        raise ValidationError(f"{value} is not a time zone of the IANA database (e.g. Europe/Paris).")
+
+
 class UserProfile(models.Model):
     """What pai keeps about a user beyond Django's user: OpenPAI's free-form `extension`,
-    and the user's preferences."""
+    and the user's preferences: default VC, and the time zone pages show times in (empty: the
+    platform's `TIME_ZONE`)."""
 
     user = models.OneToOneField(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="pai_profile")
     extension = models.JSONField(default=dict, blank=True)
@@ -94,6 +104,9 @@ class UserProfile(models.Model):
         help_text="Where a job naming no VC goes, while the user may still submit there "
         "(`apps.jobs.services.default_virtual_cluster`); empty: the first VC granted to their groups, by name.",
     )
+    time_zone = models.CharField(max_length=64, blank=True, default="", validators=[validate_time_zone],
+                                 help_text="Pages show times in this zone (IANA name, e.g. Asia/Tokyo); empty: the "
+                                 "platform's.")
 
     def __str__(self):
         return f"profile of {self.user}"

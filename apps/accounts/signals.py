@@ -51,3 +51,12 @@ def revoke_tokens_of_removed_member(sender, instance, **kwargs):
     """A member removed from a team loses every token: one issued for that team's work
     must not outlive the membership."""
     revoke_all_tokens(current_user(), instance.user, f"removed from team {instance.tenant}")
+
+
+@receiver(user_logged_in, dispatch_uid="pai-time-zone-into-session")
+def remember_time_zone(sender, request, user, **kwargs):
+    """The user's zone goes into the session at sign-in: pages show times in it without a query."""
+    from . import timezones
+
+    if request is not None:
+        timezones.remember(request, timezones.zone_of(user))

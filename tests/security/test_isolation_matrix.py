@@ -309,6 +309,10 @@ HTML = {
         (200, 200, 200, 200, 200, 200),
     ('GET', 'accounts/reset/done'):
         (200, 200, 200, 200, 200, 200),
+    ('GET', 'accounts/time-zone'):
+        (302, 200, 200, 200, 200, 200),
+    ('POST', 'accounts/time-zone'):
+        (302, 200, 200, 200, 200, 200),
     ('GET', 'accounts/reset/{uidb64}/{token}'):
         (200, 200, 200, 200, 200, 200),
     ('POST', 'accounts/reset/{uidb64}/{token}'):
