@@ -298,3 +298,21 @@ def test_the_form_starts_on_the_users_default_vc(world, member):
     assert page.context["form"].fields["virtual_cluster"].choices == [("a_second", "a_second"), ("team_a", "team_a")]
     # A template names no VC: the job goes to the default one, which the form shows.
     assert member.get(SUBMIT, {"template": "1-single-gpu"}).context["form"].initial["virtual_cluster"] == "team_a"
+
+
+def test_unstorable_text_gets_a_4xx_naming_the_field_from_every_action(world, member):
+    # Browsers send no lone surrogates in a form (they become U+FFFD); a file may hold their bytes.
+    bad = "\x00"
+    for action in ("check", "submit"):
+        answer = member.post(SUBMIT, {"action": action, "yaml": GOOD.replace("echo hi", f"echo {bad}")})
+        assert answer.status_code == 400 and answer.context["errors"][0].path == "body", action
+    assert member.post(SUBMIT, {"action": "export", "yaml": GOOD + bad}).status_code == 200
+    form = member.post(SUBMIT, _form(name=f"x{bad}", image=f"ubuntu{bad}", **{"roles-0-commands": f"echo {bad}"}))
+    assert form.status_code == 400
+    assert {"name", "image"} <= set(form.context["form"].errors)
+    assert "commands" in form.context["roles"].forms[0].errors
+    for content in (b"name: \x00", "name: \ud800".encode("utf-8", "surrogatepass")):
+        imported = member.post(SUBMIT, {"action": "import", "file": SimpleUploadedFile("x.yaml", content)})
+        assert imported.status_code == 400 and imported.context["errors"][0].path == "file"
+    assert member.post(reverse("portal:submit-check"), {"yaml": f"name: {bad}"}).status_code == 400
+    assert not Job.objects.exists()
