@@ -143,3 +143,47 @@ def test_idle_job_is_warned_then_stopped_exempt_and_busy_jobs_are_left_alone(
     body = client.get("/api/v2/jobs/a_member~exempt").json()["gpuEfficiency"]
     assert body["idleRule"]["exempt"] is True and body["percent"] == 0.0
     assert len(mail.outbox) == 2
+
+
+def test_with_notify_the_team_admins_are_told_and_a_recovered_job_starts_a_new_spell(
+    world, drive, submit, gpu_metrics, tasks_inline, django_capture_on_commit_callbacks
+):
+    update_policies(world.b_admin, world.tenant_b, idle_gpu_threshold_percent=10, idle_gpu_hours=1,
+                    idle_gpu_grace_hours=2, idle_gpu_action="notify")
+    job = running(drive, submit, world.b_member, "wobbly")
+    cluster, t0 = drive.worker.cluster, timezone.now()
+    lease.acquire("worker")
+
+    def sample(hours):
+        with django_capture_on_commit_callbacks(execute=True):
+            assert len(sample_cluster(cluster, now=t0 + hours * HOUR)) == 1
+
+    gpu_metrics({job: 3})
+    sample(0)
+    sample(1)
+    assert [(m.subject, m.to) for m in mail.outbox] == [
+        ("[pai] Job b_member~wobbly leaves its GPUs idle", ["b_member@example.com"])
+    ]
+    assert "If it stays idle 2 more hours, your team admins are told." in mail.outbox[0].body
+    gpu_metrics({job: 50})
+    sample(2)  # busy again: the spell and its warning end
+    assert AuditEntry.objects.filter(action="job.idle_gpu.recovered", object_id=str(job.pk)).count() == 1
+    gpu_metrics({job: 3})
+    sample(3)
+    sample(4)  # a new spell of one hour: warned again
+    sample(5)
+    assert len(mail.outbox) == 2
+    sample(6)  # two hours after the second warning: the team admins (and the team's address) are told
+    assert len(mail.outbox) == 3
+    told = mail.outbox[2]
+    assert told.to == ["b_admin@example.com", "team-b-admins@example.com"]
+    assert told.subject == "[pai] Job b_member~wobbly of Team B leaves its GPUs idle"
+    assert "Below 10 % since" in told.body and "(3.0 hours), 3.0 % on average" in told.body
+    sample(12)
+    assert len(mail.outbox) == 3  # told once per spell
+    job = Job.objects.get(pk=job.pk)
+    assert (job.state, job.execution_type) == ("RUNNING", "START")  # notify never stops a job
+    assert list(
+        AuditEntry.objects.filter(object_id=str(job.pk), action__startswith="job.idle_gpu").order_by("id")
+        .values_list("action", flat=True)
+    ) == ["job.idle_gpu.warned", "job.idle_gpu.recovered", "job.idle_gpu.warned", "job.idle_gpu.admins_notified"]
