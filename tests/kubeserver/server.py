@@ -208,13 +208,16 @@ class Fault:
     after: int = 0  # matching requests let through before it starts
     seconds: float | None = None  # once started, it lasts this long (whatever `remaining`)
     latency: float = 0.0  # not an error: the answer comes this much later
+    everything: bool = False  # once started, every request fails (an outage of the whole server)
     started: float | None = None
 
 
 class RequestRecord(list):
-    """``[method, path, query, status]`` of one request, and the client's ``agent`` (User-Agent)."""
+    """``[method, path, query, status]`` of one request, the client's ``agent`` (User-Agent)
+    and when it came (``at``, ``time.monotonic()``)."""
 
     agent = ""
+    at = 0.0
 
 
 @dataclass
@@ -1210,7 +1213,7 @@ class KubeServer:
         # Recorded on arrival, so a client holding its answer finds its request counted;
         # the status is filled in before the reply goes out (0: no reply).
         record = RequestRecord([method, path, query, None])
-        record.agent = handler.headers.get("User-Agent", "")
+        record.agent, record.at = handler.headers.get("User-Agent", ""), time.monotonic()
         self.requests.append(record)
         if self.token and handler.headers.get("Authorization") != f"Bearer {self.token}":
             record[3] = 401
@@ -1256,15 +1259,22 @@ class KubeServer:
 
     def _take_fault(self, method, path):
         with self._cond:
+            now = time.monotonic()
             for fault in self._faults:
+                if fault.everything and fault.started is not None and fault.remaining > 0:
+                    if now - fault.started < fault.seconds:
+                        return fault
+                    fault.remaining = 0
                 if fault.remaining <= 0 or fault.method not in (method, "*") or not fault.path.search(path):
                     continue
                 if fault.after > 0:
                     fault.after -= 1
                     continue
                 if fault.seconds is not None:
-                    now = time.monotonic()
-                    fault.started = now if fault.started is None else fault.started
+                    if fault.started is None:
+                        fault.started = now
+                        if fault.everything:
+                            self.drop_watches(abrupt=True)  # a restarting server cuts its streams
                     if now - fault.started >= fault.seconds:
                         fault.remaining = 0
                         continue
@@ -1768,6 +1778,16 @@ class KubeServer:
             self._faults.append(Fault(
                 method, re.compile(path_regex), 1 if seconds is not None else count, status, retry_after, hang, commit,
                 after=after, seconds=seconds,
+            ))
+
+    def inject_outage(self, seconds, *, method="*", path_regex=r"^/", after=0, status=503):
+        """The API server goes down (a restart, an etcd election) at the first request with
+        `method` whose path matches `path_regex` after `after` of them went through: from
+        then on every request, whatever its path, fails with `status` for `seconds`, and
+        the open watches are cut."""
+        with self._cond:
+            self._faults.append(Fault(
+                method, re.compile(path_regex), 1, status, retry_after=0, after=after, seconds=seconds, everything=True,
             ))
 
     def inject_latency(self, method, path_regex, seconds, *, count=1_000_000, after=0):

@@ -1132,6 +1132,26 @@ def test_an_outage_starts_after_some_requests_and_lasts_its_time_whatever_the_co
     assert kube_server.count_requests(status=503) == failures
 
 
+def test_an_outage_fails_every_request_for_its_time_and_cuts_the_watches(kube_server, ns):
+    strict = client.CoreV1Api(kube_server.api_client(retries=False))
+    stream = strict.list_namespaced_pod(ns, watch=True, _preload_content=False)
+    kube_server.wait_for_watches(1)
+    kube_server.inject_outage(0.3, method="POST", path_regex=r"/pods$", after=1)
+    strict.create_namespaced_pod(ns, pod_body("a"))
+    with pytest.raises(ApiException) as exc:
+        strict.create_namespaced_pod(ns, pod_body("b"))
+    assert exc.value.status == 503
+    with pytest.raises(urllib3.exceptions.ProtocolError):
+        for _ in stream.stream():
+            pass
+    for call in (strict.list_namespaced_pod, strict.read_namespace):
+        with pytest.raises(ApiException) as exc:
+            call(ns)
+        assert exc.value.status == 503
+    time.sleep(0.35)
+    assert [p.metadata.name for p in strict.list_namespaced_pod(ns).items] == ["a"]
+
+
 def test_latency_delays_answers_without_failing_them(kube_server, core, ns):
     kube_server.inject_latency("POST", r"/pods$", 0.2, count=1)
     began = time.monotonic()
