@@ -253,9 +253,12 @@ TaskRoleFormSet = formset_factory(TaskRoleForm, formset=_TaskRoleFormSet, extra=
 def role_formset(vcs, data=None, initial=None):
     skus = sku_choices(vcs)
     initial = list(initial or [])
-    # One empty row after the given ones, for another task role, up to the bound.
+    row = {"role": "", "instances": 1, "gpu": 1, "cpu": 4, "memory_mb": 8192}
+    if not initial:
+        initial.append({**row, "role": "worker"})
+    # One empty row after the given ones, for another task role (no script needed), up to the bound.
     if len(initial) < MAX_TASK_ROLES:
-        initial.append({"role": "" if initial else "worker", "instances": 1, "gpu": 1, "cpu": 4, "memory_mb": 8192})
+        initial.append(row)
     return TaskRoleFormSet(data, initial=initial if data is None else None, prefix="roles",
                            form_kwargs={"skus": skus})
 

@@ -316,3 +316,17 @@ def test_unstorable_text_gets_a_4xx_naming_the_field_from_every_action(world, me
         assert imported.status_code == 400 and imported.context["errors"][0].path == "file"
     assert member.post(reverse("portal:submit-check"), {"yaml": f"name: {bad}"}).status_code == 400
     assert not Job.objects.exists()
+
+
+def test_a_task_role_is_added_without_a_script(world, member):
+    first = member.get(SUBMIT).context["roles"]
+    assert [row.initial.get("role") for row in first.forms] == ["worker", ""]
+    written = member.post(SUBMIT, _form())
+    rows = written.context["roles"].forms
+    assert [row.initial.get("role") for row in rows] == ["trainer", ""]
+    assert rows[0].initial["sku"] == "A100" and rows[0].initial["instances"] == 2
+    two = member.post(SUBMIT, _form(**{"roles-1-role": "evaluator", "roles-1-gpu": "0", "roles-1-cpu": "2",
+                                       "roles-1-commands": "echo eval"}))
+    assert two.status_code == 200, [p.text for p in two.context["errors"]]
+    assert list(yaml.safe_load(two.context["text"])["taskRoles"]) == ["trainer", "evaluator"]
+    assert [row.initial.get("role") for row in two.context["roles"].forms] == ["trainer", "evaluator", ""]

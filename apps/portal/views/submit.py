@@ -130,9 +130,13 @@ class SubmitView(LoginRequiredMixin, View):
                          errors=[Problem("form", "correct the fields marked below", None)])
         text = submission.dump(submission.document_from_form(form, roles))
         errors, warnings, status = check(request.user, text)
-        submission.attach_to_form(form, roles, errors)
-        return _page(request, text=text, form=form, roles=roles, errors=errors, warnings=warnings, status=status,
-                     checked=True, notice="The YAML below was written from the form.")
+        notice = "The YAML was written from the form."
+        if errors:
+            submission.attach_to_form(form, roles, errors)
+            return _page(request, text=text, form=form, roles=roles, errors=errors, warnings=warnings,
+                         status=status, checked=True, notice=notice)
+        # The form again as the YAML reads, with an empty row for one more task role.
+        return _page(request, text=text, warnings=warnings, checked=True, notice=notice)
 
     def _submit(self, request, text):
         wait = _throttle_wait(request, JobSubmitThrottle())
