@@ -10,6 +10,7 @@ import pytest
 from django.utils import timezone
 
 from apps.jobs.models import Job
+from apps.jobs.worker.loop import run_scheduler
 from apps.monitoring.abnormal import abnormal_jobs
 from apps.monitoring.efficiency import sample_cluster
 from apps.monitoring.models import JobGpuUse, TaskUtilization
@@ -27,7 +28,7 @@ def _data_dir(settings, tmp_path):
 
 
 def test_cpu_use_stands_in_for_gpus_and_idle_or_long_jobs_are_abnormal_for_who_may_stop_them(
-    world, worker, submit, client
+    world, worker, submit, client, settings
 ):
     sleeper = submit(world.a_member, job_yaml("sleeper", roles={"main": {"gpu": 1, "commands": ["sleep 600"]}}))
     spinner = submit(world.a_member, job_yaml("spinner", roles={"main": {"gpu": 1, "commands": ["while :; do :; done"]}}))
@@ -35,9 +36,17 @@ def test_cpu_use_stands_in_for_gpus_and_idle_or_long_jobs_are_abnormal_for_who_m
                                               roles={"main": {"gpu": 1, "commands": ["while :; do :; done"]}}))
     for job in (sleeper, spinner, veteran):
         worker.wait_for_state(job, "RUNNING")
+    # The worker's loop samples every PAI_GPU_SAMPLE_SECONDS, after its cycles.
+    settings.PAI_GPU_SAMPLE_SECONDS = 0
+    run_scheduler(once=True)
+    assert set(TaskUtilization.objects.values_list("job_id", "source", "samples")) == {
+        (sleeper.pk, "cpu", 1), (spinner.pk, "cpu", 1), (veteran.pk, "cpu", 1)
+    }
+    TaskUtilization.objects.all().delete()
+    JobGpuUse.objects.all().delete()
+
     # The first sample is taken eleven minutes back: the admin's page below sees real time.
     backend, t0 = worker.controller.backend, timezone.now() - timedelta(minutes=11)
-
     figures = sample_cluster(worker.cluster, backend, now=t0)
     assert {f.source for f in figures.values()} == {"cpu"} and len(figures) == 3
     time.sleep(1.0)
