@@ -82,6 +82,10 @@ class OrderFilter(django_filters.Filter):
         return qs.order_by(f"{sign}{column}", f"{sign}id")
 
 
+# Beyond this many users (or VCs) matching a keyword, they stay a subquery.
+MAX_KEYWORD_IDS = 1000
+
+
 def _ids(queryset):
     return list(queryset.values_list("pk", flat=True))
 
@@ -115,11 +119,20 @@ class JobFilterSet(django_filters.FilterSet):
     def filter_keyword(self, qs, name, value):
         if not value:
             return qs
-        # Owners and VCs as subqueries on their own small tables rather than joined in,
-        # which made PostgreSQL test the three names on every joined job row.
-        owners = get_user_model().objects.filter(username__icontains=value).values("pk")
-        vcs = VirtualCluster.objects.filter(name__icontains=value).values("pk")
-        return qs.filter(Q(name__icontains=value) | Q(owner_id__in=owners) | Q(virtual_cluster_id__in=vcs))
+        # Owners and VCs matching the keyword are looked up first on their own small tables
+        # (ids as literals, an empty list drops its branch): PostgreSQL then reads the job
+        # names through their trigram index (migration 0015) and the owners' index, where
+        # subqueries made it walk every job in submission order testing each one.
+        owners = _ids(get_user_model().objects.filter(username__icontains=value)[:MAX_KEYWORD_IDS + 1])
+        vcs = _ids(VirtualCluster.objects.filter(name__icontains=value)[:MAX_KEYWORD_IDS + 1])
+        condition = Q(name__icontains=value)
+        if owners:
+            condition |= Q(owner_id__in=owners) if len(owners) <= MAX_KEYWORD_IDS else Q(
+                owner_id__in=get_user_model().objects.filter(username__icontains=value).values("pk"))
+        if vcs:
+            condition |= Q(virtual_cluster_id__in=vcs) if len(vcs) <= MAX_KEYWORD_IDS else Q(
+                virtual_cluster_id__in=VirtualCluster.objects.filter(name__icontains=value).values("pk"))
+        return qs.filter(condition)
 
     def filter_tags_contain(self, qs, name, value):
         if not value:
