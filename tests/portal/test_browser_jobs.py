@@ -1,9 +1,13 @@
 """The researchers' journeys through the job pages in headless Chromium, with jobs run for real
 by the worker on the local backend: a member watches a job reach SUCCEEDED on its page (which
 refreshes itself) and reads its log, sees why a failed job ended, why a waiting job waits and
-where it stands, follows a running task's log live and stops the job from the list; a team
+where it stands, follows a running task's log live and stops the job from the list (and
+finds its way there from home, by keyboard too); a team
 admin stops a member's job; another team's member gets 404 on every page of it. Each page is
-photographed at desktop and 375 px width into test-artifacts/portal/."""
+photographed at desktop and 375 px width into test-artifacts/portal/.
+
+Each test takes seconds, not one: the jobs run as real processes through the worker's
+cycles, and the pages are read as the browser renders them; the journeys share them."""
 
 import time
 
@@ -59,6 +63,17 @@ def test_member_watches_reads_diagnoses_waits_follows_and_stops(world, portal, w
     crash = submit(member, "crash", roles={"main": {"commands": ["echo loading data", "echo bad shard 7 >&2",
                                                                  "exit 3"]}})
     page = portal.page(member)
+    # Home: the waiting jobs, the VC's cells, a favicon; the navigation is reachable by keyboard.
+    page.goto(portal.url("/"))
+    expect(page.locator("#waiting")).to_contain_text("hello")
+    expect(page.locator('table.vc-cells[data-vc="team_a"]')).to_be_visible()
+    assert page.request.get(portal.url(page.locator("link[rel=icon]").get_attribute("href"))).ok
+    for _ in range(8):
+        page.keyboard.press("Tab")
+        if page.evaluate("document.activeElement.textContent") == "Jobs":
+            break
+    assert page.evaluate("document.activeElement.textContent") == "Jobs"
+    portal.shoot(page, "home")
     page.goto(detail(portal, hello))
     expect(page.locator("#job-state")).to_have_text("WAITING")
     portal.shoot(page, "job-detail-waiting")
@@ -115,7 +130,7 @@ def test_member_watches_reads_diagnoses_waits_follows_and_stops(world, portal, w
     expect(page.locator("#stop")).to_have_count(0)
 
     phone = portal.page(member, width=PHONE)
-    for path in ("/jobs/", "/jobs/a_member~crash/"):
+    for path in ("/", "/jobs/", "/jobs/a_member~crash/", "/jobs/a_member~hello/attempts/0/tasks/main/0/log"):
         phone.goto(portal.url(path))
         assert phone.evaluate("document.documentElement.scrollWidth") <= PHONE, path
 

@@ -44,6 +44,7 @@ LOG_FOLLOW_LIMIT = 256 * 1024
 DIAGNOSIS_TAIL_BYTES = 4 * 1024
 ACTIVE_STATES = (JobState.RUNNING, JobState.STOPPING)
 BULK_LIMIT = 100
+TASKS_SHOWN = 500  # a job's page lists this many tasks at most (a job may have 10,000)
 
 
 def job_url(job, name="portal:job-detail"):
@@ -237,8 +238,7 @@ def _readable_job(request, username, name, *, full=False):
     if not (storable_text(username) and storable_text(name)):
         raise Http404("No such job.")
     jobs = Job.objects.readable_by(request.user).select_related("owner", "virtual_cluster", "virtual_cluster__cluster")
-    if not full:
-        jobs = jobs.defer("protocol_text", "spec", "launch")
+    jobs = jobs.defer("protocol_text", "launch") if full else jobs.defer("protocol_text", "spec", "launch")
     job = jobs.filter(owner__username=username, name=name).first()
     if job is None:
         raise Http404("No such job.")
@@ -274,7 +274,7 @@ def _diagnosis(request, job, attempt):
         return None
     row = exitcodes.row(spec_code if spec_code is not None else code)
     result = {
-        "code": code, "phrase": row.phrase, "type": row.type.value if hasattr(row.type, "value") else row.type,
+        "code": code, "phrase": row.phrase, "type": row.type,
         "reason": row.reason, "solution": list(row.solution), "diagnostics": diagnostics, "trigger": trigger,
         "task_role": attempt.trigger_task_role if attempt else "", "task_index": attempt.trigger_task_index if attempt else None,
         "log_tail": None, "log_url": None,
@@ -323,12 +323,14 @@ def job_detail(request, username, name):
             raise Http404("No such attempt.")
     roles = {role: [] for role in job.spec.get("taskRoles") or {}}
     ports = []
+    tasks_cut = False
     if shown is not None:
-        tasks = (
+        tasks = list(
             Task.objects.readable_by(user).filter(job_attempt=shown).prefetch_related("attempts")
-            .order_by("task_role", "index")
+            .order_by("task_role", "index")[:TASKS_SHOWN + 1]
         )
-        for task in tasks:
+        tasks_cut = len(tasks) > TASKS_SHOWN
+        for task in tasks[:TASKS_SHOWN]:
             history = list(task.attempts.all())
             for ta in history:
                 ta.task = task
@@ -361,6 +363,8 @@ def job_detail(request, username, name):
         "shown": shown,
         "roles": roles,
         "ports": ports,
+        "tasks_cut": tasks_cut,
+        "tasks_shown": TASKS_SHOWN,
         "events": events,
         "shares": shares,
         "timeline": _timeline(job, attempts),
