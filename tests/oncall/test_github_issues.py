@@ -84,6 +84,14 @@ def test_a_follow_up_becomes_one_github_issue_and_is_done_when_it_closes(
     html = root_client.get(f"/oncall/incidents/{follow_up.incident_id}/").content.decode()
     assert 'href="https://github.example/octo-org/cluster-ops/issues/1"' in html
     assert "octo-org/cluster-ops#1" in html and "Create GitHub issue" not in html
+    # The API shows it on the incident's follow-ups.
+    from rest_framework.test import APIClient
+
+    api = APIClient()
+    api.force_authenticate(follow_up.incident.reporter)
+    shown = api.get(f"/api/v2/incidents/{follow_up.incident_id}/").json()["follow_ups"][0]
+    assert (shown["issue_url"], shown["issue_number"], shown["issue_state"], shown["issue_error"]) == (
+        "https://github.example/octo-org/cluster-ops/issues/1", 1, "open", "")
 
     # Asking again (a second click, a second tab) makes no second issue.
     _ask(root_client, follow_up, django_capture_on_commit_callbacks)

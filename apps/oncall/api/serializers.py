@@ -39,8 +39,9 @@ class FollowUpSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = FollowUp
-        fields = ["id", "title", "owner", "due_date", "link", "done", "done_at"]
-        read_only_fields = ["id", "done", "done_at"]
+        fields = ["id", "title", "owner", "due_date", "link", "done", "done_at", "issue_url", "issue_number",
+                  "issue_state", "issue_error"]
+        read_only_fields = ["id", "done", "done_at", "issue_url", "issue_number", "issue_state", "issue_error"]
 
 
 class SlaClockSerializer(serializers.Serializer):
