@@ -3,7 +3,10 @@
 A guaranteed pod runs inside one of its VC's virtual cells: first in a cell already
 bound to the VC, else in a newly bound one (buddy allocation: a free cell of the
 smallest quota cell type that fits, else a split of the smallest free ancestor), never
-breaking the safety invariant. A gang's pods of one SKU stay inside one chain (the
+breaking the safety invariant. A VC's new cell is looked for first inside the top-level
+cell holding most of its cells, or, for its first cells, a free top-level cell of just
+that type, else the top-level cell with the most idle leaves: a VC's cells stay
+together, so its gangs fit (and preempt) within few of them. A gang's pods of one SKU stay inside one chain (the
 top-level cells of one type): the first pod picks it, and if the rest do not fit there
 every other chain is tried in turn. An opportunistic pod runs on idle devices anywhere
 outside pinned cells. Pods are placed largest first; later pods prefer the nodes the
@@ -273,7 +276,13 @@ class Placer:
                 continue
             tried.add((tid, entry_line))
             search_line = entry_line if entry_line != ANY_LINE else line
-            cell = self.find_free_cell(chain, tid, k, anchor, blocked, room, search_line, scope)
+            cell = None
+            if anchor is None and scope is None and lenders is None:
+                home = self._home(owner, chain, tid, search_line)
+                if home is not None:
+                    cell = self.find_free_cell(chain, tid, k, None, blocked, room, search_line, home)
+            if cell is None:
+                cell = self.find_free_cell(chain, tid, k, anchor, blocked, room, search_line, scope)
             if cell is None:
                 continue
             binding = self._bind_if_safe(chain, cell, owner, vc, entry_line)
@@ -290,6 +299,37 @@ class Placer:
                     if binding is not None:
                         return binding
         return None
+
+    @staticmethod
+    def _home(owner: VcState, chain: Chain, tid: int, line: int) -> Cell | None:
+        """Where a VC's new cell of type ``tid`` is looked for first: inside the top-level
+        cell holding most of the VC's cells that still has a free one, so that its cells
+        stay together and a later gang of the VC finds them side by side (fewer victims
+        when it must preempt). Derived from the bindings alone: a restored engine decides
+        the same."""
+        counts: dict[int, list] = {}
+        for binding in owner.bindings.get(chain.sku.name, {}).values():
+            cell = binding.cell
+            if binding.pinned or cell.chain is not chain or (line != ANY_LINE and cell.line != line):
+                continue
+            root = cell.up[-1]
+            if root.free_below[tid] == 0 and not any(root.free_below[m] for m in chain.ancestors[tid]):
+                continue
+            entry = counts.setdefault(root.id, [0, root])
+            entry[0] += 1
+        if counts:
+            best = min(counts.items(), key=lambda item: (-item[1][0], item[0]))
+            return best[1][1]
+        # None yet with room: a free top-level cell of just that type (nothing split), else
+        # the top-level cell with the most idle leaves, so that VCs start apart.
+        roots = chain.roots if line == ANY_LINE else chain.line_roots.get(line, [])
+        best_root, most = None, 0
+        for root in roots:
+            if root.tid == tid and root.free:
+                return root
+            if root.idle > most and (root.free_below[tid] or any(root.free_below[m] for m in chain.ancestors[tid])):
+                best_root, most = root, root.idle
+        return best_root
 
     def _bind_if_safe(self, chain: Chain, cell: Cell, owner: VcState, vc: VcState, line: int) -> Binding | None:
         mark = self.topology.mark()

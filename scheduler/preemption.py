@@ -6,8 +6,9 @@ from its VC's quota — never a job still inside its minimum runtime, never sing
 never a job already being stopped or claimed by another preemption.
 
 Victims are chosen locally: the gang is placed inside one candidate cell — a node when
-it fits on one, else the smallest cell above the node (a rack) that can hold it — and
-only jobs running there are candidates. Every candidate cell gets an estimate of the
+it fits on one, else the smallest cell above the node (a rack) that can hold it, or, for
+a gang of several pods when that stops fewer gangs than any one cell would, the
+top-level cells of one chain — and only jobs running there are candidates. Every candidate cell gets an estimate of the
 victims it would cost (whole gangs, fewest first, then lowest priority, then most
 recently started, then fewest devices); the cheapest are tried for real, victims the
 gang can do without are dropped, and the cheapest placement that works wins. Every
@@ -207,20 +208,24 @@ class VictimSearch:
             }
             return list(found.values())
 
-        best = self._cheapest(
-            sku, pods, prior, scopes, self._estimates(chain.node_size, pods, total, on_node), in_scope
-        )
-        if best is None and len(pods) > 1:
-            # No one cell above the node can hold the gang with victims of its own: let it
-            # span the top-level cells of one chain, victims chosen over all its nodes.
-            lines = sorted({n.cell.line for n in on_node})
-            estimates = []
-            for line in lines:
+        estimates = self._estimates(chain.node_size, pods, total, on_node)
+        spanning = []
+        if len(pods) > 1:
+            # The gang may also span the top-level cells of one chain, victims chosen over
+            # all its nodes: taken when that stops fewer gangs than any one cell would
+            # (on a tie, the gang stays inside one cell).
+            for line in sorted({n.cell.line for n in on_node}):
                 nodes = [n for root in chain.line_roots[line] for n in root.nodes]
                 victims = self._greedy(nodes, pods, on_node)
                 if victims:
-                    estimates.append((cost(victims), victims, None))
-            best = self._cheapest(sku, pods, prior, scopes, sorted(estimates, key=lambda e: e[0]))
+                    spanning.append((cost(victims), victims, None))
+            spanning.sort(key=lambda e: e[0])
+            if spanning and (not estimates or spanning[0][0][0] < estimates[0][0][0]):
+                estimates = sorted(estimates + spanning[:1], key=lambda e: (e[0][0], e[2] is None, e[0]))
+        best = self._cheapest(sku, pods, prior, scopes, estimates, in_scope)
+        if best is None and spanning:
+            # No one cell can hold the gang with victims of its own.
+            best = self._cheapest(sku, pods, prior, scopes, spanning)
         return best
 
     def _cheapest(
@@ -237,7 +242,7 @@ class VictimSearch:
             if best is None and i >= 2 * SCOPE_TRIALS:
                 break
             kept = self._verify(sku, pods, victims, scope, prior, scopes)
-            if kept is None and escalations < ESCALATIONS and in_scope is not None:
+            if kept is None and escalations < ESCALATIONS and in_scope is not None and scope is not None:
                 escalations += 1
                 rest = sorted((j for j in in_scope(scope) if j not in victims), key=victim_order)
                 kept = self._prefix(sku, pods, victims + rest, scope, prior, scopes)
@@ -356,7 +361,11 @@ class VictimSearch:
                     extra = _cheapest_cover(items, k - room[node])
                     if extra is None:
                         continue
-                    choice = (cost(victims + extra), 0, node.index, extra)
+                    # Equally many victims: those freeing most devices in the scope first
+                    # (a gang spanning nodes frees room for later pods too).
+                    c = cost(victims + extra)
+                    freed = sum(len(p.devices) for j in extra for p in j.pods if p.node in room)
+                    choice = ((c[0], c[1], -freed, *c[2:]), 0, node.index, extra)
                 if best is None or choice[:3] < best[:3]:
                     best = choice
             if best is None:
