@@ -74,12 +74,15 @@ def _queue(vc):
     )
 
 
-def _usage_by_user(vc, user):
-    """[{user, jobs, gpu, cpu, memory, waiting}] of the VC's users: what their jobs hold
-    now and how many wait. Users of teams the viewer is not in are one `other teams` row."""
+def _usage_by_user(vc, user, queue):
+    """([{user, jobs, gpu, cpu, memory, waiting}], what the VC's jobs hold, jobs waiting): per
+    user, what their jobs hold now and how many wait; users of teams the viewer is not in are
+    one `other teams` row. The VC's total is the API's `resourcesUsed`, summed from the same
+    rows (`Job.objects.holding_cells`), so the page reads the jobs once."""
     admin = is_platform_admin(user)
     mine = member_tenant_ids(user)
     rows = {}
+    total = {"cpu": 0, "memory": 0, "gpu": 0}
 
     def row_for(username, tenant_id, owner_id):
         shown = admin or tenant_id in mine or owner_id == user.pk
@@ -96,17 +99,19 @@ def _usage_by_user(vc, user):
     for r in holding:
         row = row_for(r["owner__username"], r["tenant_id"], r["owner_id"])
         row["jobs"] += r["jobs"]
-        row["gpu"] += r["gpu"] or 0
-        row["cpu"] += r["cpu"] or 0
-        row["memory"] += r["memory"] or 0
-    waiting = (
-        _queue(vc).values("owner_id", "owner__username", "tenant_id").annotate(n=Count("pk")).order_by()
-    )
-    for r in waiting:
+        for key in ("gpu", "cpu", "memory"):
+            row[key] += r[key] or 0
+            total[key] += r[key] or 0
+    waiting = 0
+    for r in queue.values("owner_id", "owner__username", "tenant_id").annotate(n=Count("pk")).order_by():
         row_for(r["owner__username"], r["tenant_id"], r["owner_id"])["waiting"] += r["n"]
+        waiting += r["n"]
     for row in rows.values():
         row["cpu"] = int(row["cpu"]) if float(row["cpu"]).is_integer() else round(row["cpu"], 1)
-    return sorted(rows.values(), key=lambda r: (not r["named"], -r["gpu"], -r["jobs"], r["user"]))
+    total = {"cpu": int(total["cpu"]) if float(total["cpu"]).is_integer() else total["cpu"],
+             "memory": int(total["memory"]), "gpu": int(total["gpu"])}
+    ordered = sorted(rows.values(), key=lambda r: (not r["named"], -r["gpu"], -r["jobs"], r["user"]))
+    return ordered, total, waiting
 
 
 def _job_url(job):
@@ -120,15 +125,19 @@ def vc_detail(request, name):
     if not vcs:
         raise Http404("No such virtual cluster.")
     vc = vcs[0]
-    figures = present_virtual_clusters(vcs)[vc.name]
+    queue = _queue(vc)
+    usage, used, waiting = _usage_by_user(vc, request.user, queue)
+    figures = present_virtual_clusters(vcs, used={vc.pk: used})[vc.name]
     state = cluster_state(vc.cluster)
     cells = used_leaves = opportunistic = None
     if state.engine is not None:
         cells, used_leaves, opportunistic = vc_cells(state, vc)
-    page = Paginator(_queue(vc), QUEUE_PAGE_SIZE).get_page(request.GET.get("page"))
+    paginator = Paginator(queue, QUEUE_PAGE_SIZE)
+    paginator.count = waiting  # counted with the users' rows: the queue is read once more, for the page
+    page = paginator.get_page(request.GET.get("page"))
     entries = list(page.object_list)
     visible = set(Job.objects.visible_to(request.user).filter(pk__in=[j.pk for j in entries]).values_list("pk", flat=True))
-    queue = [
+    entries_shown = [
         {"job": job, "shown": job.pk in visible, "gpu": job.total_gpu,
          "url": _job_url(job) if job.pk in visible else None}
         for job in entries
@@ -136,5 +145,5 @@ def vc_detail(request, name):
     return render(request, "portal/vc_detail.html", {
         "vc": vc, "figures": figures, "cells": cells, "cells_error": state.error,
         "used_leaves": sorted((used_leaves or {}).items()), "opportunistic": sorted((opportunistic or {}).items()),
-        "queue": queue, "page": page, "usage": _usage_by_user(vc, request.user),
+        "queue": entries_shown, "page": page, "usage": usage,
     })

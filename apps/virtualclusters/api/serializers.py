@@ -60,10 +60,11 @@ def _percent(part, whole):
     return round(100.0 * part / whole, 2) if whole else 0.0
 
 
-def present_virtual_clusters(vcs):
+def present_virtual_clusters(vcs, used=None):
     """{name: OpenPAI VC object} for `vcs`, in a fixed number of queries whatever their number.
 
     `vcs` must come with `cluster` selected and `cells`, `pinned_cells__physical_cell` prefetched.
+    `used` is `resources_in_use_by_vc(vcs)` when the caller has it already.
     """
     vcs = list(vcs)
     cluster_ids = {vc.cluster_id for vc in vcs}
@@ -78,7 +79,7 @@ def present_virtual_clusters(vcs):
         chain = chains[cell.cluster_id]
         ct = chain.by_id[cell.cell_type_id]
         totals[cell.cluster_id][chain.leaf(ct).name] += chain.leaf_count(ct)
-    used = resources_in_use_by_vc(vcs)
+    used = resources_in_use_by_vc(vcs) if used is None else used
     result = {}
     for vc in vcs:
         chain = chains.get(vc.cluster_id) or CellChains([])
