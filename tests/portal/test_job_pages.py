@@ -57,7 +57,7 @@ def test_the_list_scopes_mine_team_shared(jobs_world):
     # The team admin opens and may stop the member's job.
     admin_team = client(w.a_admin).get("/jobs/?scope=team").content.decode()
     assert 'href="/jobs/a_member~mine_running/"' in admin_team
-    assert 'action="/jobs/a_member~mine_running/stop"' in admin_team
+    assert 'formaction="/jobs/a_member~mine_running/stop"' in admin_team
 
 
 def test_filters_and_search(jobs_world):
@@ -229,3 +229,15 @@ def test_a_kept_log_is_shown_once_the_pod_is_gone(jobs_world):
     page = member.get(url).content.decode()
     assert "kept: last words" in page and 'id="follow"' not in page
     assert member.get(url + "?download=1").content == b"kept: last words\n"
+
+
+def test_list_links_are_quoted_as_the_resolver_quotes_them():
+    from django.urls import reverse
+
+    paths = views._JobPaths()
+    for username in ("carol", "e.v+1@lab", "a b", "ü-ser"):
+        kwargs = {"username": username, "name": "job_1"}
+        assert paths.of(username, "job_1") == {
+            "url": reverse("portal:job-detail", kwargs=kwargs), "stop_url": reverse("portal:job-stop", kwargs=kwargs),
+            "clone_url": reverse("portal:job-clone", kwargs=kwargs),
+        }
