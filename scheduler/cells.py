@@ -130,7 +130,7 @@ class Node:
     def opp_category(self) -> int:
         if self.g_used:
             return OPP_WITH_GUARANTEED
-        if self.cover:
+        if self.cover or self.pinned:
             return OPP_IDLE_BOUND
         return OPP_WITH_OPP if self.o_used else OPP_IDLE_POOL
 
@@ -673,7 +673,7 @@ class Topology:
     def rebucket(self, node: Node) -> None:
         """Keep the node in the opportunistic search bucket matching its state."""
         key = None
-        if node.healthy and not node.pinned and node.free:
+        if node.healthy and node.free:
             key = (node.opp_category(), node.free)
         if key == node.bucket:
             return

@@ -8,8 +8,9 @@ cell holding most of its cells, or, for its first cells, a free top-level cell o
 that type, else the top-level cell with the most idle leaves: a VC's cells stay
 together, so its gangs fit (and preempt) within few of them. A gang's pods of one SKU stay inside one chain (the
 top-level cells of one type): the first pod picks it, and if the rest do not fit there
-every other chain is tried in turn. An opportunistic pod runs on idle devices anywhere
-outside pinned cells. Pods are placed largest first; later pods prefer the nodes the
+every other chain is tried in turn. An opportunistic pod runs on idle devices anywhere,
+pinned cells included, which count as cells bound to a VC (as in HiveD; their owner
+preempts it when it needs them). Pods are placed largest first; later pods prefer the nodes the
 gang already uses, then nodes with the lowest common ancestor, then the tightest fit
 (partly used nodes first, so whole nodes stay whole). Inside a node the devices come
 from the smallest cell that holds them.

@@ -4,7 +4,7 @@ import pytest
 
 from scheduler import CellTypeSpec, ClusterSpec, ConfigurationError, Engine, GangRequest, PhysicalCellSpec, PodRequest
 
-from .helpers import A100, A100_TYPES, a100_cluster, gang, mixed_cluster, nodes_of, placed, rack, status, vc, waiting
+from .helpers import A100, A100_TYPES, a100_cluster, gang, mixed_cluster, nodes_of, placed, rack, settle, status, vc, waiting
 
 
 def test_small_jobs_pack_onto_one_node_and_lowest_common_switch():
@@ -96,9 +96,24 @@ def test_pinned_cell_runs_only_jobs_naming_it():
     assert nodes_of(result, "pinned") == ["a5"]
     assert "a5" not in nodes_of(result, "plain")
     assert "a5" not in nodes_of(result, "other")
-    # Every unpinned A100 node is taken; the opportunistic job may not use the pinned node.
-    assert "no idle A100" in waiting(result)["opp"]
+    # Every unpinned A100 node is taken; as in HiveD, an opportunistic job may use the
+    # pinned node's idle devices (its owner preempts it when it needs them).
+    assert nodes_of(result, "opp") == ["a5"]
     assert engine.vc_status("vision").pinned_cells == ("pin-a5",)
+
+
+def test_an_opportunistic_job_on_an_idle_pinned_cell_gives_way_to_the_cells_owner():
+    engine = Engine(mixed_cluster(), [vc("vision", ("A100-NODE", 1), pinned_cells=("pin-a5",)),
+                                      vc("speech", ("A100-NODE", 3))])
+    engine.schedule([gang("plain", "vision", (1, 8)), gang("other", "speech", (3, 8), at=1)], now=1)
+    # Only the pinned node is idle: the opportunistic gang runs there, outside any quota.
+    result = engine.schedule([gang("opp", "speech", (1, 8), priority=-1, at=2)], now=2)
+    assert nodes_of(result, "opp") == ["a5"]
+    assert status(engine, "vision") == {"A100-NODE": (1, 1, 0, 0, 0, 0)}
+    # The owner's job naming the cell preempts it.
+    result = settle(engine, [gang("mine", "vision", (1, 8), pinned="pin-a5", at=4)], now=4)
+    assert [p.job_id for p in result.preemptions] == ["opp"]
+    assert nodes_of(result, "mine") == ["a5"]
 
 
 def test_sixteen_gpu_nodes_and_cpu_nodes_form_their_own_chains():
