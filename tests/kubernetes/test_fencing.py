@@ -75,10 +75,10 @@ def wait_for(predicate, timeout=30.0):
 def test_a_leader_paused_past_its_lease_writes_nothing_more_and_nothing_is_created_twice(
     world, kube_cluster, kube_server, kubelet, submit, tmp_path
 ):
-    # Both workers stop themselves (SIGSTOP) after creating their 8th pod: only the first
-    # leader gets there. Creating 8 pods takes 1.6 s, longer than the 1.5 s lease.
-    env = {"PAI_SCHEDULER_LEASE_SECONDS": "1.5", "PAI_FAILPOINT": "after-pod-created",
-           "PAI_FAILPOINT_ACTION": "stop", "PAI_FAILPOINT_AFTER": "8"}
+    # Both workers stop themselves (SIGSTOP) after creating their 12th pod of 16: only the
+    # first leader gets there. Creating 12 pods takes 3.6 s, longer than the 3 s lease.
+    env = {"PAI_SCHEDULER_LEASE_SECONDS": "3", "PAI_FAILPOINT": "after-pod-created",
+           "PAI_FAILPOINT_ACTION": "stop", "PAI_FAILPOINT_AFTER": "12"}
     workers = [WorkerProcess(tmp_path, "worker-1", **env), WorkerProcess(tmp_path, "worker-2", **env)]
     try:
         assert wait_for(lambda: all(w.said("leading") + w.said("standing by") for w in workers)), [
@@ -86,19 +86,20 @@ def test_a_leader_paused_past_its_lease_writes_nothing_more_and_nothing_is_creat
         ]
         leader, standby = sorted(workers, key=lambda w: w.holder != lease.current_holder())
         assert leader.said("leading") and standby.said("standing by")
-        kube_server.inject_latency("POST", PODS, 0.2)
+        kube_server.inject_latency("POST", PODS, 0.3)
         jobs = [
             submit(world.a_member, job_yaml(f"fenced-{i}", roles={"main": {"instances": 2, "gpu": 1, "commands": ["true"]}}))
-            for i in range(6)
+            for i in range(8)
         ]
         assert wait_for(lambda: leader.paused), leader.log.read_text()
+        assert "lost the scheduler lease" not in leader.log.read_text()
         # It renewed its lease while it created pods: the standby never took over meanwhile.
-        assert kube_server.count_requests("POST", PODS, agent=leader.agent, status=201) == 8
+        assert kube_server.count_requests("POST", PODS, agent=leader.agent, status=201) == 12
         assert standby.writes(kube_server) == 0
 
         # Paused past its lease: the standby takes over and creates the other pods.
         assert wait_for(lambda: lease.current_holder() == standby.holder)
-        assert wait_for(lambda: kube_server.count_requests("POST", PODS, status=201) == 12), standby.log.read_text()
+        assert wait_for(lambda: kube_server.count_requests("POST", PODS, status=201) == 16), standby.log.read_text()
         assert wait_for(lambda: not TaskAttempt.objects.filter(task__job_attempt__job__in=jobs, pod_uid="").exists())
         writes = leader.writes(kube_server)
         warned = leader.said("standing by")
@@ -115,7 +116,7 @@ def test_a_leader_paused_past_its_lease_writes_nothing_more_and_nothing_is_creat
             for pod in kubelet.pods()
             for device in json.loads(pod["metadata"]["annotations"]["pai.placement"])["devices"]
         ]
-        assert len(devices) == 12 and len(set(devices)) == 12
+        assert len(devices) == 16 and len(set(devices)) == 16
 
         # The new leader runs every job to its end, the old one still writes nothing.
         def run_pods():
@@ -133,6 +134,6 @@ def test_a_leader_paused_past_its_lease_writes_nothing_more_and_nothing_is_creat
             worker.stop()
         connection.close()
     # Every pod was created once; each job ran one attempt of two tasks.
-    assert kube_server.count_requests("POST", PODS, status=201) == 12
-    assert [Job.objects.get(pk=job.pk).attempts.count() for job in jobs] == [1] * 6
-    assert TaskAttempt.objects.filter(task__job_attempt__job__in=jobs).count() == 12
+    assert kube_server.count_requests("POST", PODS, status=201) == 16
+    assert [Job.objects.get(pk=job.pk).attempts.count() for job in jobs] == [1] * 8
+    assert TaskAttempt.objects.filter(task__job_attempt__job__in=jobs).count() == 16

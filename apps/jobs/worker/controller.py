@@ -337,6 +337,7 @@ class Controller:
         attempts = {}
         names = list(latest)
         for chunk in range(0, len(names), 1000):
+            self._guard(write=False)
             for ta in TaskAttempt.objects.filter(pod_name__in=names[chunk:chunk + 1000]).select_related(
                 "task__job_attempt"
             ):
@@ -887,6 +888,7 @@ class Controller:
         for allocation in deferred:
             self.engine.release(allocation.job_id)
         for allocation in placements:
+            self._guard(write=False)  # renews the lease when half of it is spent: placing hundreds takes a while
             with self._isolated(jobs[allocation.job_id], allocation.job_id):
                 self._persist_placement(jobs[allocation.job_id], allocation)
         for rejection in result.rejected:
