@@ -143,3 +143,41 @@ def test_a_deposed_leader_stops_at_its_next_write(world, kube_cluster, kube_serv
         assert Job.objects.get(pk=job.pk).state == "WAITING"
     finally:
         controller.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_controller_dropped_for_a_new_connection_or_a_deleted_cluster_closes_its_backend(
+    world, kube_cluster, kube_server, settings, tmp_path
+):
+    settings.PAI_SCHEDULER_LEASE_SECONDS = 60
+    # A second cluster on the same API server (an empty one: no cells yet).
+    second = f.ClusterFactory(name="second", backend="kubernetes", connection=kube_cluster.connection)
+    moved = kube_server.write_kubeconfig(tmp_path / "moved-kubeconfig", context="moved")
+    samples = []
+
+    def settle():
+        # A closed client's connections end on the server within its check interval.
+        expected = len(kube_threads())
+        eventually(lambda: kube_server.active_watches() == expected, timeout=3)
+
+    script = [
+        None,
+        lambda: Cluster.objects.filter(pk=second.pk).delete(),
+        lambda: Cluster.objects.filter(pk=kube_cluster.pk).update(connection=f"kubeconfig:{moved}#moved"),
+        lambda: Cluster.objects.filter(pk=kube_cluster.pk).update(backend="local", connection=""),
+    ]
+
+    def stop():
+        if samples:
+            settle()
+        samples.append((len(kube_threads()), kube_server.open_connections(), kube_server.active_watches()))
+        if len(samples) <= len(script) and script[len(samples) - 1] is not None:
+            script[len(samples) - 1]()
+        return len(samples) == len(script) + 1
+
+    run_scheduler(tick=0.01, holder="me", stop=stop)
+    both, one, moved_one, none = samples[1:]
+    assert both[0] == 2 * one[0] and both[2] == 2 * one[2], samples  # the deleted cluster's controller closed
+    assert moved_one[0] == one[0] and moved_one[2] == one[2], samples  # the old connection's controller closed
+    assert none[0] == none[2] == 0, samples  # a cluster no longer on Kubernetes leaves nothing behind
+    eventually(lambda: kube_server.open_connections() == 0, timeout=3)
