@@ -27,6 +27,8 @@ def _data_dir(settings, tmp_path):
     settings.PAI_ABNORMAL_GPU_PERCENT = 2
 
 
+# The worker's loop closes stale connections as it starts: the test may not sit in a transaction.
+@pytest.mark.django_db(transaction=True)
 def test_cpu_use_stands_in_for_gpus_and_idle_or_long_jobs_are_abnormal_for_who_may_stop_them(
     world, worker, submit, client, settings
 ):
