@@ -275,6 +275,10 @@ API = {
         (401, 200, 200, 200, 200, 200),
     ('GET', 'api/v2/virtual-clusters/{name}'):
         (401, 200, 200, 404, 200, 200),
+    ('GET', 'api/v2/virtual-clusters/{name}/quota'):
+        (401, 200, 200, 404, 200, 200),
+    ('PUT', 'api/v2/virtual-clusters/{name}/quota'):
+        (401, 403, 403, 404, 400, 403),
     ('GET', 'api/v2/virtual-clusters/{name}/sku-types'):
         (401, 200, 200, 404, 200, 200),
     ('GET', 'api/v2/cluster/sku-types'):
@@ -526,6 +530,14 @@ ADMIN = {
         'add': (302, 302, 403, 302, 403, 302),
         'change': (302, 302, 200, 302, 200, 302),
         'permissions': (302, 302, 200, 302, 200, 302),
+    },
+    # Only abnormal jobs are listed; a job that is not abnormal is "missing" here (Django's
+    # redirect to the index), whoever asks.
+    'monitoring.abnormalrunningjob': {
+        'changelist': (302, 302, 200, 302, 200, 302),
+        'add': (302, 302, 403, 302, 403, 302),
+        'change': (302, 302, 302, 302, 302, 302),
+        'permissions': (302, 302, 404, 302, 404, 302),
     },
     'oncall.alert': {
         'changelist': (302, 302, 403, 302, 200, 302),
