@@ -222,3 +222,23 @@ def test_the_admin_sets_the_starvation_threshold(world, racks, client):
     racks.vc.refresh_from_db()
     assert racks.vc.starvation_threshold == 900
     assert vc_spec(racks.vc).starvation_threshold == 900.0
+
+
+@pytest.mark.parametrize(
+    "body, field",
+    [
+        ([], "non_field_errors"),
+        ({"cells": "NODE"}, "cells"),
+        ({"cells": [{"cellType": None, "count": 1}]}, "cells[0].cellType"),
+        ({"cells": [{"cellType": "NODE", "count": 10**12}]}, "cells[0].count"),
+        ({"cells": [{"cellType": "x" * 500, "count": 1}]}, "cells[0].cellType"),
+        ({"cells": [{"cellType": "NODE", "count": 1}] * 201}, "cells"),
+        ({"cells": [], "starvationThresholdSeconds": "soon"}, "starvationThresholdSeconds"),
+    ],
+)
+def test_junk_is_a_400_naming_the_field(world, racks, body, field):
+    response = client_for(world.root).put(QUOTA.format("racked"), body, format="json")
+    assert response.status_code == 400, response.content
+    message = response.json()["message"]
+    assert message.startswith(f"{field}: ") or (field == "non_field_errors" and "dictionary" in message), message
+    assert not VirtualClusterCell.objects.filter(virtual_cluster=racks.vc).exists()
