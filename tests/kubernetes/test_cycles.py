@@ -34,6 +34,7 @@ def test_a_cycle_places_and_creates_at_most_its_caps_and_the_next_goes_on(
         # pods are not split between cycles.
         assert list(Job.objects.filter(pk__in=ids, placement__isnull=False).order_by("pk").values_list("pk", flat=True)) == ids[:3]
         assert len(kubelet.pods()) == 4
+        assert "placed within the next cycles" in Job.objects.get(pk=ids[3]).wait_reason
         assert {p["metadata"]["labels"]["pai.job"] for p in kubelet.pods()} == {job_key(job) for job in jobs[:2]}
         worker.cycle()
         assert Job.objects.filter(pk__in=ids, placement__isnull=False).count() == 4

@@ -89,6 +89,8 @@ NOT_ONE_JOBS_FAILURE = (DatabaseError, LeaseLost, ClusterUnavailableError)
 # How much of an ended pod's log the worker keeps when the backend forgets it with the pod:
 # the last this many lines, at most PAI_TASK_LOG_KEEP_BYTES of them.
 KEPT_LOG_LINES = 1000
+# What a job placed beyond a cycle's cap waits for.
+DEFERRED_REASON = "Its cells are free: it is placed within the next cycles (pai places a bounded number of jobs per cycle)."
 # Every this many cycles the lifecycle pass looks at every open attempt, not only the
 # ones whose pods changed, and the configuration is read again.
 FULL_PASS_EVERY = 20
@@ -887,6 +889,11 @@ class Controller:
         placements, deferred = result.placements[:cap], result.placements[cap:]
         for allocation in deferred:
             self.engine.release(allocation.job_id)
+        if deferred:
+            # One statement, and only for jobs that do not say so yet.
+            Job.objects.filter(pk__in=[int(a.job_id) for a in deferred], placement__isnull=True).exclude(
+                wait_reason=DEFERRED_REASON
+            ).update(wait_reason=DEFERRED_REASON, queue_position=None)
         for allocation in placements:
             self._guard(write=False)  # renews the lease when half of it is spent: placing hundreds takes a while
             with self._isolated(jobs[allocation.job_id], allocation.job_id):
