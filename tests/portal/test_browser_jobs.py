@@ -58,7 +58,7 @@ def detail(portal, job):
 @pytest.mark.django_db(transaction=True)
 def test_member_watches_reads_diagnoses_waits_follows_and_stops(world, portal, worker):
     member = world.a_member
-    hello = submit(member, "hello", roles={"main": {"commands": ["echo epoch 1 loss 0.50", "sleep 1",
+    hello = submit(member, "hello", roles={"main": {"commands": ["echo epoch 1 loss 0.50",
                                                                  "echo training done"]}})
     crash = submit(member, "crash", roles={"main": {"commands": ["echo loading data", "echo bad shard 7 >&2",
                                                                  "exit 3"]}})
