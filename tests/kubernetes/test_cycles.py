@@ -3,6 +3,10 @@ and a lease that a long cycle keeps renewing, confirmed by the database before e
 batch of writes."""
 
 import time
+from datetime import timedelta
+
+import pytest
+from django.db.models.functions import Now
 
 from apps.jobs.models import Job, TaskAttempt, WorkerLease
 from apps.jobs.worker import lease
@@ -77,3 +81,28 @@ def test_a_cycle_longer_than_the_lease_renews_it_and_asks_the_database_before_ea
     # The writes: 12 pods (and a namespace's quota and priority class made first), asked
     # about before each batch of 4, and at least every 0.5 s.
     assert fence.confirmations - confirmations >= 12 // 4
+
+
+def test_a_leader_deposed_while_its_lease_seems_valid_stops_within_one_batch_of_writes(
+    world, kube_cluster, kube_server, submit, settings
+):
+    """Its local deadline says the lease lasts a minute more, but another worker holds it
+    (a clock or a database failover that the local deadline cannot see): the database is
+    asked before the next batch of writes, and the cycle stops there."""
+    settings.PAI_SCHEDULER_LEASE_SECONDS = 60
+    settings.PAI_SCHEDULER_LEASE_CHECK_WRITES = 4
+    jobs = two_pod_jobs(world, submit, 6, "deposed")
+    fence = lease.Fence("me")
+    assert fence.hold()
+    WorkerLease.objects.update(holder="another-worker", expires_at=Now() + timedelta(seconds=60))
+    controller = Controller(kube_cluster, fence=fence)
+    try:
+        with pytest.raises(lease.LeaseLost, match="lost the scheduler lease to another-worker"):
+            controller.run_cycle()
+    finally:
+        controller.close()
+    writes = sum(kube_server.count_requests(method) for method in ("POST", "PUT", "PATCH", "DELETE"))
+    assert 0 < writes <= 4
+    assert kube_server.count_requests("POST", PODS, status=201) < 4
+    # Nothing is lost: the jobs are placed and wait for the next leader to create their pods.
+    assert Job.objects.filter(pk__in=[job.pk for job in jobs], state="WAITING", placement__isnull=False).count() == 6
