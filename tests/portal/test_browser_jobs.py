@@ -133,6 +133,14 @@ def test_member_watches_reads_diagnoses_waits_follows_and_stops(world, portal, w
     for path in ("/", "/jobs/", "/jobs/a_member~crash/", "/jobs/a_member~hello/attempts/0/tasks/main/0/log"):
         phone.goto(portal.url(path))
         assert phone.evaluate("document.documentElement.scrollWidth") <= PHONE, path
+        assert phone.evaluate(UNLABELLED) == [], path
+
+
+# Form controls a screen reader would announce without a name.
+UNLABELLED = """() => Array.from(document.querySelectorAll('input, select, textarea, button'))
+    .filter(el => el.type !== 'hidden' && !el.hidden)
+    .filter(el => !(el.labels && el.labels.length) && !el.getAttribute('aria-label') && !el.textContent.trim())
+    .map(el => el.outerHTML.slice(0, 120))"""
 
 
 @pytest.mark.django_db(transaction=True)
