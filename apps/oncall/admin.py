@@ -159,6 +159,11 @@ class ChatWebhookAdmin(PlatformAdminOnly, AuditedAdminMixin, admin.ModelAdmin):
 class GitHubRepositoryForm(forms.ModelForm):
     """The token is written, never shown back."""
 
+    api_url = forms.URLField(
+        max_length=300, assume_scheme="https", initial="https://api.github.com", label="API URL",
+        help_text=GitHubRepository._meta.get_field("api_url").help_text,
+    )
+
     token = forms.CharField(
         max_length=500, required=False, strip=True, widget=forms.PasswordInput(render_value=False),
         label="Token",
