@@ -27,6 +27,7 @@ TENANT_ADMIN_MODELS = {
     "storage.storagegrant",
     "audit.auditentry",
     "jobs.job",
+    "monitoring.abnormalrunningjob",  # the jobs they may stop (apps.monitoring.abnormal)
     "usage.usagerecord",
     "usage.gpuhourbudget",
 }
