@@ -202,12 +202,20 @@ def test_whatever_a_job_holds_the_cycle_goes_on_for_the_others(world, settings, 
         content_type="text/yaml",
     )
     assert response.status_code == 202
+    # And one of the fuzzed job's own priority, queued after it: nothing it holds may keep
+    # another team's job of the same rank waiting either.
+    response = client.post(
+        "/api/v2/jobs", job_yaml("peer", vc="team_b", priority="test", roles={"main": {"commands": ["sleep 30"]}}),
+        content_type="text/yaml",
+    )
+    assert response.status_code == 202
     controller = Controller(world.cluster)
     try:
         for _ in range(2):
             controller.run_cycle()
-        bystander = Job.objects.get(name="bystander")
-        assert bystander.placement is not None or bystander.state in ("RUNNING", "SUCCEEDED")
+        for name in ("bystander", "peer"):
+            placed = Job.objects.get(name=name)
+            assert placed.placement is not None or placed.state in ("RUNNING", "SUCCEEDED"), (name, placed.wait_reason)
         fuzzed = Job.objects.filter(name="fuzzed").first()
         if fuzzed is not None and fuzzed.state == "WAITING" and fuzzed.placement is None:
             assert fuzzed.wait_reason
