@@ -125,3 +125,28 @@ def test_cancelling_the_preemptor_before_its_victims_are_told_leaves_them_runnin
     assert len(_pods(worker, victim)) == 2 and not any(p.deletion_requested or p.terminal for p in _pods(worker, victim))
     urgent.refresh_from_db()
     assert urgent.state == "STOPPED" and urgent.reservation is None and _pods(worker, urgent) == []
+
+
+def test_cancelling_the_preemptor_once_its_victims_are_told_frees_its_cells_for_them(world, worker, submit):
+    victim = worker.wait_for_state(submit(world.a_member, _stopping_slowly("victim")), "RUNNING")
+    urgent = submit(world.a_member, job_yaml("urgent", priority="prod", roles={"main": {"gpu": 8, "commands": ["sleep 600"]}}))
+    # Planned, then carried out: the victim's pods are being deleted.
+    worker.run_until(lambda: any(p.deletion_requested for p in _pods(worker, victim)), timeout=15)
+    urgent.refresh_from_db()
+    assert urgent.wait_reason.startswith("preempting: holds its cells on ") and not _pods(worker, urgent)
+
+    client = APIClient()
+    client.force_authenticate(world.a_member)
+    assert client.put("/api/v2/jobs/a_member~urgent/executionType", {"value": "STOP"}, format="json").status_code in (200, 202)
+
+    # The victim's stop cannot be undone: it is retried at its own priority and runs again,
+    # on the cells the cancelled preemptor no longer holds; the preemptor never got a pod.
+    victim = worker.wait_for_state(victim, "RUNNING", timeout=30)
+    worker.run_until(lambda: Job.objects.get(pk=victim.pk).attempts.count() == 2
+                     and len(_pods(worker, victim)) == 2
+                     and not any(p.deletion_requested for p in _pods(worker, victim)), timeout=30)
+    first = Job.objects.get(pk=victim.pk).attempts.order_by("index").first()
+    assert first.exit_code == -1003
+    urgent.refresh_from_db()
+    assert urgent.state == "STOPPED" and urgent.reservation is None and _pods(worker, urgent) == []
+    assert worker.controller.engine.state_of(str(urgent.pk)) is None
