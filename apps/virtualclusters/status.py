@@ -15,6 +15,8 @@ state index.
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from django.db.models import Q
+
 import scheduler
 from scheduler.engine import FOREIGN
 from apps.clusters.models import Node, PhysicalCell
@@ -49,8 +51,10 @@ def cluster_state(cluster):
     except scheduler.ConfigurationError as exc:
         state.error = str(exc)
         return state
-    held = Job.objects.filter(virtual_cluster__cluster=cluster, state__in=_LIVE_STATES).exclude(
-        placement__isnull=True, reservation__isnull=True
+    # Through the partial index `job_placed`: the jobs holding or reserving cells only.
+    held = Job.objects.filter(
+        Q(placement__isnull=False) | Q(reservation__isnull=False),
+        virtual_cluster_id__in=[vc.pk for vc in state.vcs], state__in=_LIVE_STATES,
     )
     allocations = []
     for placement, reservation in held.values_list("placement", "reservation"):

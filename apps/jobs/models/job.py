@@ -102,6 +102,14 @@ class Job(models.Model):
                 condition=models.Q(state=JobState.WAITING, placement__isnull=True, execution_type=ExecutionType.START),
                 name="job_queue",
             ),
+            # The jobs holding or reserving cells, small whatever the history: what a page
+            # that rebuilds the engine (apps/virtualclusters/status.py) and the worker's
+            # restore read. A submitted job is not in it (neither is set yet).
+            models.Index(
+                fields=["virtual_cluster"],
+                condition=models.Q(placement__isnull=False) | models.Q(reservation__isnull=False),
+                name="job_placed",
+            ),
         ]
 
     def __str__(self):
