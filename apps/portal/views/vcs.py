@@ -74,11 +74,11 @@ def _queue(vc):
     )
 
 
-def _usage_by_user(vc, user, queue):
-    """([{user, jobs, gpu, cpu, memory, waiting}], what the VC's jobs hold, jobs waiting): per
-    user, what their jobs hold now and how many wait; users of teams the viewer is not in are
-    one `other teams` row. The VC's total is the API's `resourcesUsed`, summed from the same
-    rows (`Job.objects.holding_cells`), so the page reads the jobs once."""
+def _usage_by_user(vc, user):
+    """([{user, jobs, gpu, cpu, memory}], what the VC's jobs hold): per user, what their jobs
+    hold now; users of teams the viewer is not in are one `other teams` row. The VC's total
+    is the API's `resourcesUsed`, summed from the same rows (`Job.objects.holding_cells`), so
+    the page reads those jobs once."""
     admin = is_platform_admin(user)
     mine = member_tenant_ids(user)
     rows = {}
@@ -87,8 +87,7 @@ def _usage_by_user(vc, user, queue):
     def row_for(username, tenant_id, owner_id):
         shown = admin or tenant_id in mine or owner_id == user.pk
         key = username if shown else OTHER_TEAMS
-        return rows.setdefault(key, {"user": key, "named": shown, "jobs": 0, "gpu": 0, "cpu": 0, "memory": 0,
-                                     "waiting": 0})
+        return rows.setdefault(key, {"user": key, "named": shown, "jobs": 0, "gpu": 0, "cpu": 0, "memory": 0})
 
     holding = (
         Job.objects.holding_cells().filter(virtual_cluster=vc)
@@ -102,16 +101,12 @@ def _usage_by_user(vc, user, queue):
         for key in ("gpu", "cpu", "memory"):
             row[key] += r[key] or 0
             total[key] += r[key] or 0
-    waiting = 0
-    for r in queue.values("owner_id", "owner__username", "tenant_id").annotate(n=Count("pk")).order_by():
-        row_for(r["owner__username"], r["tenant_id"], r["owner_id"])["waiting"] += r["n"]
-        waiting += r["n"]
     for row in rows.values():
         row["cpu"] = int(row["cpu"]) if float(row["cpu"]).is_integer() else round(row["cpu"], 1)
     total = {"cpu": int(total["cpu"]) if float(total["cpu"]).is_integer() else total["cpu"],
              "memory": int(total["memory"]), "gpu": int(total["gpu"])}
     ordered = sorted(rows.values(), key=lambda r: (not r["named"], -r["gpu"], -r["jobs"], r["user"]))
-    return ordered, total, waiting
+    return ordered, total
 
 
 def _job_url(job):
@@ -126,15 +121,15 @@ def vc_detail(request, name):
         raise Http404("No such virtual cluster.")
     vc = vcs[0]
     queue = _queue(vc)
-    usage, used, waiting = _usage_by_user(vc, request.user, queue)
+    usage, used = _usage_by_user(vc, request.user)
     figures = present_virtual_clusters(vcs, used={vc.pk: used})[vc.name]
     state = cluster_state(vc.cluster)
     cells = used_leaves = opportunistic = None
     if state.engine is not None:
         cells, used_leaves, opportunistic = vc_cells(state, vc)
-    paginator = Paginator(queue, QUEUE_PAGE_SIZE)
-    paginator.count = waiting  # counted with the users' rows: the queue is read once more, for the page
-    page = paginator.get_page(request.GET.get("page"))
+    # The count reads the queue's partial index only; the page sorts the VC's queue by the
+    # engine's positions and reads 50 of it.
+    page = Paginator(queue, QUEUE_PAGE_SIZE).get_page(request.GET.get("page"))
     entries = list(page.object_list)
     visible = set(Job.objects.visible_to(request.user).filter(pk__in=[j.pk for j in entries]).values_list("pk", flat=True))
     entries_shown = [
