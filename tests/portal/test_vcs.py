@@ -11,7 +11,7 @@ from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 from apps.accounts import sharing
-from apps.clusters.models import Node
+from apps.clusters.models import Node, PhysicalCell
 from apps.jobs.models import Job
 from tests import factories as f
 from tests.jobs.factories import submitted_job
@@ -194,3 +194,15 @@ def test_cluster_page_groups_nodes_by_rack_and_counts_bad_devices(world):
     assert page(None, "/cluster/").status_code == 302
     assert 'href="/cluster/"' not in page(world.a_member, "/vcs/").content.decode()
     assert 'href="/cluster/"' in page(world.root, "/vcs/").content.decode()
+
+
+def test_a_configuration_the_engine_refuses_is_said_not_hidden(world):
+    # Three A100 nodes left cannot back team_a's 2 nodes and team_b's node and four switches.
+    PhysicalCell.objects.filter(address="gpu-node-4").delete()
+    response = page(world.a_member, "/vcs/team_a/")
+    assert response.status_code == 200
+    shown = text(response)
+    assert "The scheduler cannot use this cluster's configuration:" in shown
+    assert "Queue (0 waiting)" in shown  # the rest of the page still reads the database
+    cluster = text(page(world.root, "/cluster/"))
+    assert "The scheduler cannot use this cluster's configuration:" in cluster
