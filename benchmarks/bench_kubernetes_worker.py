@@ -6,8 +6,7 @@ drives the real Kubernetes backend over HTTP. Its peer, the Kubernetes API test 
 kubelet thread that plays every node, so that what pai costs is measured apart from what
 the server costs. The worker reaches it through a kubeconfig file, as a Cluster row does.
 
-The run: jobs of 4 one-GPU pods are submitted to a cluster of as many 8-GPU nodes as
-they need. Then the clock starts: the controller cycles back to back while the kubelet
+The run: jobs of 4 one-GPU pods are submitted to a cluster with a GPU for each pod. Then the clock starts: the controller cycles back to back while the kubelet
 starts every pod pai creates, until every job is RUNNING; then the kubelet ends every
 pod with exit code 0 while the controller cycles until every job is SUCCEEDED, and on
 until pai has deleted every pod (the end of a pod's life in pai: its log and exit
@@ -26,8 +25,10 @@ stored, the pod gone). Printed:
 - queries per cycle, peak RSS of the worker process.
 
 Sizes: `BENCH_K8S_WORKER_JOBS` × `BENCH_K8S_WORKER_PODS_PER_JOB` (default 250 × 4 =
-1,000 pods on 125 nodes, within `make bench`'s time); the scale it is for is 10,000 pods
-on 1,000 nodes: `BENCH_K8S_WORKER_JOBS=2500`. The client's rate limit is the Cluster's
+1,000 pods) on `BENCH_K8S_WORKER_NODES` nodes (default: 8 GPUs each, as many as the pods
+need; fewer nodes get more GPUs each, so that every pod runs at once); the default is
+within `make bench`'s time. The scale it is for is 10,000 pods on 1,000 nodes:
+`BENCH_K8S_WORKER_JOBS=2500 BENCH_K8S_WORKER_NODES=1000` (10 GPUs a node). The client's rate limit is the Cluster's
 `api_qps`/`api_burst` (default 100/200): the benchmark measures pai, not the limiter, so
 it lifts it unless `BENCH_K8S_WORKER_QPS` sets one, and prints how long the same
 requests take at the default rate. `BENCH_K8S_WORKER_TIMEOUT` (900 s) bounds each phase;
@@ -56,7 +57,8 @@ from benchmarks.worker_setup import build_cluster, build_team, job_text, setup_d
 JOBS = int(os.environ.get("BENCH_K8S_WORKER_JOBS", "250"))
 PODS_PER_JOB = int(os.environ.get("BENCH_K8S_WORKER_PODS_PER_JOB", "4"))
 PODS = JOBS * PODS_PER_JOB
-NODES = -(-PODS // 8)
+NODES = int(os.environ.get("BENCH_K8S_WORKER_NODES", str(-(-PODS // 8))))
+GPUS_PER_NODE = max(8, -(-PODS // NODES))  # every pod runs at once
 QPS = float(os.environ.get("BENCH_K8S_WORKER_QPS", "1000000"))
 BURST = int(float(os.environ.get("BENCH_K8S_WORKER_BURST", str(QPS))))
 PHASE_TIMEOUT = float(os.environ.get("BENCH_K8S_WORKER_TIMEOUT", "900"))
@@ -117,9 +119,9 @@ class Worker:
 
 def kubernetes_cluster(server, data_dir):
     """A Cluster row whose backend reaches the server through a kubeconfig file, and its team."""
-    cluster, node_type = build_cluster("k8s", NODES, backend="kubernetes")
+    cluster, node_type = build_cluster("k8s", NODES, backend="kubernetes", gpus_per_node=GPUS_PER_NODE)
     for i in range(NODES):
-        server.call("add_node", f"k8s-node-{i:04d}", gpus=8, cpu="64", memory="512Gi")
+        server.call("add_node", f"k8s-node-{i:04d}", gpus=GPUS_PER_NODE, cpu="64", memory="512Gi")
     path = server.write_kubeconfig(pathlib.Path(data_dir) / "kubeconfig", context="pai-test")
     cluster.connection = f"kubeconfig:{path}#pai-test"
     cluster.api_qps, cluster.api_burst = QPS, BURST
@@ -168,7 +170,7 @@ def run(server, worker, namespace):
     to_running = running - first_phase["kubelet"]["first"]
     to_succeeded = succeeded - second_phase["kubelet"]["first"]
     changes = 2 * PODS
-    print(f"end to end, {JOBS:,} jobs × {PODS_PER_JOB} pods = {PODS:,} pods on {NODES:,} nodes of 8 GPUs:")
+    print(f"end to end, {JOBS:,} jobs × {PODS_PER_JOB} pods = {PODS:,} pods on {NODES:,} nodes of {GPUS_PER_NODE} GPUs:")
     print(f"  all running    {running - started:7.1f} s")
     print(f"  all succeeded  {succeeded - started:7.1f} s   (target ≤ {TARGET_SECONDS} s for 10,000 pods: "
           f"{'met' if succeeded - started <= TARGET_SECONDS else 'MISSED'})")
@@ -204,8 +206,13 @@ def main():
         from apps.jobs.services import submit_job
         from apps.jobs.worker.backends import NAMESPACE_PREFIX
 
+        from django.conf import settings
+
         print(f"worker + Kubernetes backend on PostgreSQL ({url.rsplit('/', 1)[-1]}), API test server in its own "
-              f"process, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}, client limit {QPS:,.0f} qps")
+              f"process, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}, client limit {QPS:,.0f} qps, "
+              f"{settings.PAI_KUBE_CONCURRENCY} requests in flight, at most "
+              f"{settings.PAI_SCHEDULER_MAX_PLACEMENTS_PER_CYCLE} placements and "
+              f"{settings.PAI_SCHEDULER_MAX_POD_CREATIONS_PER_CYCLE} pod creations per cycle")
         with ServerProcess() as server:
             cluster, user, vc = kubernetes_cluster(server, data_dir)
             setup = time.perf_counter()

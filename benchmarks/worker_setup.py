@@ -17,17 +17,18 @@ def setup_django(url, data_dir):
     call_command("migrate", verbosity=0)
 
 
-def build_cluster(name, nodes, backend="local"):
+def build_cluster(name, nodes, backend="local", gpus_per_node=8):
     from apps.clusters.models import CellType, Cluster, Node, PhysicalCell
 
     cluster = Cluster.objects.create(name=name, backend=backend)
     gpu = CellType.objects.create(cluster=cluster, name="A100", gpu=1, cpu=8, memory_mb=65536)
-    node_type = CellType.objects.create(cluster=cluster, name="A100-NODE", child=gpu, child_count=8, is_node_level=True)
+    node_type = CellType.objects.create(cluster=cluster, name="A100-NODE", child=gpu, child_count=gpus_per_node,
+                                        is_node_level=True)
     PhysicalCell.objects.bulk_create(
         [PhysicalCell(cluster=cluster, cell_type=node_type, address=f"{name}-node-{i:04d}") for i in range(nodes)]
     )
     Node.objects.bulk_create(
-        [Node(cluster=cluster, name=f"{name}-node-{i:04d}", ip="127.0.0.1", gpu_capacity=8, cpu_capacity=64,
+        [Node(cluster=cluster, name=f"{name}-node-{i:04d}", ip="127.0.0.1", gpu_capacity=gpus_per_node, cpu_capacity=64,
               memory_mb_capacity=524288) for i in range(nodes)]
     )
     return cluster, node_type

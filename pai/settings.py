@@ -329,6 +329,9 @@ PAI_ABNORMAL_GPU_PERCENT = float(env("PAI_ABNORMAL_GPU_PERCENT", "10"))
 PAI_ABNORMAL_GPU_MINUTES = float(env("PAI_ABNORMAL_GPU_MINUTES", "10"))
 PAI_TASK_LOG_KEEP_BYTES = int(env("PAI_TASK_LOG_KEEP_BYTES", str(64 * 1024)))
 PAI_KUBE_SKU_LABEL, PAI_KUBE_TOPOLOGY_LABELS = env("PAI_KUBE_SKU_LABEL", "pai.sku"), env_list("PAI_KUBE_TOPOLOGY_LABELS", "topology.kubernetes.io/zone,pai.rack")
+# Requests to one cluster's API the worker keeps in flight at once (pod creations, log reads, deletions);
+# the cluster's rate limit (Cluster.api_qps) still applies. 1: one at a time.
+PAI_KUBE_CONCURRENCY = max(1, int(env("PAI_KUBE_CONCURRENCY", "8")))
 # The taint key that keeps other workloads off pai's GPU nodes: pai's pods tolerate it (any value and effect).
 PAI_KUBE_DEDICATED_TAINT = env("PAI_KUBE_DEDICATED_TAINT", "pai.dedicated")
 PAI_KUBE_ASSIGN_DEVICES = env_bool("PAI_KUBE_ASSIGN_DEVICES")  # pai's device indices via NVIDIA_VISIBLE_DEVICES, not the device plugin

@@ -59,6 +59,7 @@ def test_a_cycle_longer_than_the_lease_renews_it_and_asks_the_database_before_ea
 ):
     settings.PAI_SCHEDULER_LEASE_SECONDS = 1
     settings.PAI_SCHEDULER_LEASE_CHECK_WRITES = 4
+    settings.PAI_KUBE_CONCURRENCY = 1  # one request at a time: the cycle outlasts the lease
     jobs = two_pod_jobs(world, submit, 6, "slow")
     # A busy API server: each pod creation takes 0.1 s, so creating 12 takes longer than the lease.
     kube_server.inject_latency("POST", PODS, 0.1)

@@ -75,9 +75,9 @@ def wait_for(predicate, timeout=30.0):
 def test_a_leader_paused_past_its_lease_writes_nothing_more_and_nothing_is_created_twice(
     world, kube_cluster, kube_server, kubelet, submit, tmp_path
 ):
-    # Both workers stop themselves (SIGSTOP) after creating their 12th pod of 16: only the
+    # Both workers stop themselves (SIGSTOP) after creating their 12th pod of 16, one request at a time: only the
     # first leader gets there. Creating 12 pods takes 3.6 s, longer than the 3 s lease.
-    env = {"PAI_SCHEDULER_LEASE_SECONDS": "3", "PAI_FAILPOINT": "after-pod-created",
+    env = {"PAI_SCHEDULER_LEASE_SECONDS": "3", "PAI_FAILPOINT": "after-pod-created", "PAI_KUBE_CONCURRENCY": "1",
            "PAI_FAILPOINT_ACTION": "stop", "PAI_FAILPOINT_AFTER": "12"}
     workers = [WorkerProcess(tmp_path, "worker-1", **env), WorkerProcess(tmp_path, "worker-2", **env)]
     try:

@@ -23,13 +23,15 @@ import json
 import logging
 import os
 import signal
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import asdict
 from datetime import UTC, datetime
 
 from django.conf import settings
-from django.db import DatabaseError, transaction
+from django.db import DatabaseError, connections, transaction
 from django.db.models import Max, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -91,6 +93,8 @@ NOT_ONE_JOBS_FAILURE = (DatabaseError, LeaseLost, ClusterUnavailableError)
 KEPT_LOG_LINES = 1000
 # What a job placed beyond a cycle's cap waits for.
 DEFERRED_REASON = "Its cells are free: it is placed within the next cycles (pai places a bounded number of jobs per cycle)."
+# Placements persisted per transaction (a few statements each, whatever the gangs' sizes).
+PERSIST_BATCH = 200
 # Every this many cycles the lifecycle pass looks at every open attempt, not only the
 # ones whose pods changed, and the configuration is read again.
 FULL_PASS_EVERY = 20
@@ -190,13 +194,46 @@ class Controller:
         # job's cells are released only once none of its pods is here.
         self._live = set()
         self._cycles = 0
+        # Requests to the cluster in flight at once (pod creations, log reads, deletions).
+        self.concurrency = settings.PAI_KUBE_CONCURRENCY
+        self._pool = None
+        self._thread = threading.get_ident()
+        self._prefetched = {}  # pod name → the end of its log, read ahead (apply_observations)
         self._configuration_fresh = False  # read in this cycle
         # Pods this cycle may still create (PAI_SCHEDULER_MAX_POD_CREATIONS_PER_CYCLE).
         self._creations_left = settings.PAI_SCHEDULER_MAX_POD_CREATIONS_PER_CYCLE
 
     def close(self):
         """Release the backend's connections and threads (pods keep running)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
         self.backend.close()
+
+    def _in_parallel(self, call, items):
+        """``call(item)`` for each item, at most PAI_KUBE_CONCURRENCY at once (the client's
+        rate limit still applies); [(result, exception)] in the items' order. Each call's
+        thread lets go of any database connection it opened."""
+
+        def run(item):
+            try:
+                return call(item), None
+            except Exception as exc:
+                return None, exc
+            finally:
+                if threading.get_ident() != self._thread:
+                    connections.close_all()
+
+        if len(items) < 2 or self.concurrency < 2:
+            return [run(item) for item in items]
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix="pai-kube-requests")
+        return list(self._pool.map(run, items))
+
+    def _chunks(self, items):
+        items = list(items)
+        step = max(1, self.concurrency)
+        return [items[i:i + step] for i in range(0, len(items), step)]
 
     def _guard(self, write=True):
         if self.fence is not None:
@@ -345,6 +382,7 @@ class Controller:
             ):
                 attempts[ta.pod_name] = ta
         changed, running_tasks, completions, finished, logs = [], [], [], [], {}
+        self._prefetch_logs(latest, attempts)
         for name, observation in latest.items():
             ta = attempts.get(name)
             if ta is None or ta.completed_at is not None:
@@ -386,15 +424,43 @@ class Controller:
         self._store_events([attempts[name] for name in latest if name in attempts])
         self._complete_task_attempts(completions, logs)
         # Stored: the finished pods go, so that the cluster holds only live pods.
-        for ta in finished:
-            self._delete_pod(ta.pod_name, ta.pod_uid, grace_seconds=0)
+        for chunk in self._chunks(finished):
+            for _ta in chunk:
+                self._guard()
+            outcomes = self._in_parallel(
+                lambda ta: self.backend.delete_pod(ta.pod_name, uid=ta.pod_uid or None, grace_seconds=0), chunk
+            )
+            errors = [error for _gone, error in outcomes if error is not None and not isinstance(error, PodConflictError)]
+            if errors:
+                raise errors[0]
+        self._prefetched = {}
+
+    def _prefetch_logs(self, latest, attempts):
+        """The log ends the loop below reads (pods that ended and are still there), read
+        PAI_KUBE_CONCURRENCY at a time beforehand."""
+        self._prefetched = {}
+        if self.backend.logs_outlive_pods or self.concurrency < 2:
+            return
+        names = [
+            name for name, observation in latest.items()
+            if observation.terminal and not observation.deleted and name in attempts
+            and attempts[name].completed_at is None
+            and not (attempts[name].pod_uid and observation.uid and attempts[name].pod_uid != observation.uid)
+        ]
+        for chunk in self._chunks(names):
+            for name, (text, error) in zip(chunk, self._in_parallel(lambda n: self._read_log(n, KEPT_LOG_LINES), chunk)):
+                if error is not None:
+                    raise error
+                self._prefetched[name] = text
 
     def _kept_log(self, ta, observation):
         """(text, truncated) of the end of an ended pod's log, for backends that forget the
         log with the pod; None when the backend keeps it (or the pod is gone already)."""
         if self.backend.logs_outlive_pods or observation.deleted:
             return None
-        text = self._read_log(ta.pod_name, KEPT_LOG_LINES)
+        text = self._prefetched.pop(ta.pod_name, None)
+        if text is None:
+            text = self._read_log(ta.pod_name, KEPT_LOG_LINES)
         data = text.encode()
         limit = settings.PAI_TASK_LOG_KEEP_BYTES
         if len(data) <= limit:
@@ -894,10 +960,7 @@ class Controller:
             Job.objects.filter(pk__in=[int(a.job_id) for a in deferred], placement__isnull=True).exclude(
                 wait_reason=DEFERRED_REASON
             ).update(wait_reason=DEFERRED_REASON, queue_position=None)
-        for allocation in placements:
-            self._guard(write=False)  # renews the lease when half of it is spent: placing hundreds takes a while
-            with self._isolated(jobs[allocation.job_id], allocation.job_id):
-                self._persist_placement(jobs[allocation.job_id], allocation)
+        self._persist_placements(list(placements), jobs)
         for rejection in result.rejected:
             job = jobs.get(rejection.job_id)
             if job is not None:
@@ -932,6 +995,94 @@ class Controller:
         if allocation is not None:
             Job.objects.filter(pk=job_pk, placement__isnull=False).update(placement=placement_json(allocation))
 
+    def _persist_placements(self, allocations, jobs):
+        """Persist the cycle's placements, PERSIST_BATCH jobs per transaction and a few
+        statements per batch (not per job or per pod). A batch that fails for a reason
+        that is not one job's own goes again job by job, so that only that job fails."""
+        node_ips = self._node_ips()
+        for start in range(0, len(allocations), PERSIST_BATCH):
+            self._guard(write=False)  # renews the lease when half of it is spent: placing thousands takes a while
+            chunk = allocations[start:start + PERSIST_BATCH]
+            reserved = []
+            try:
+                with transaction.atomic():
+                    persisted = self._persist_batch(chunk, jobs, node_ips, reserved)
+            except NOT_ONE_JOBS_FAILURE:
+                raise
+            except Exception:
+                log.warning("cluster %s: placements persisted one job at a time after a failure", self.cluster.name,
+                            exc_info=True)
+                for host, ports in reserved:
+                    self.ports.release(host, ports)
+                for allocation in chunk:
+                    self._guard(write=False)
+                    with self._isolated(jobs[allocation.job_id], allocation.job_id):
+                        self._persist_placement(jobs[allocation.job_id], allocation)
+                continue
+            for _job in range(persisted):
+                failpoint("after-placement-persisted")
+
+    def _persist_batch(self, chunk, jobs, node_ips, reserved):
+        ids = [jobs[allocation.job_id].pk for allocation in chunk]
+        locked = {
+            row.pk: row
+            for row in Job.objects.select_for_update().filter(pk__in=ids).only("pk", "placement", "state", "execution_type")
+        }
+        last = dict(
+            JobAttempt.objects.filter(job_id__in=ids).values("job_id").annotate(last=Max("index")).values_list("job_id", "last")
+        )
+        planned = []
+        for allocation in chunk:
+            job = jobs[allocation.job_id]
+            row = locked.get(job.pk)
+            if row is None or row.placement is not None or row.state != JobState.WAITING or row.execution_type != "START":
+                self.engine.release(allocation.job_id)
+                continue
+            placement = placement_json(allocation)
+            index = 0 if last.get(job.pk) is None else last[job.pk] + 1
+            try:
+                ports = launch.allocate_ports(job, index, placement, node_ips, self.ports)
+            except PortsExhaustedError:
+                with self._isolated(job, allocation.job_id):
+                    raise  # the job waits for its ports (or fails) alone
+                continue
+            for pod in placement["pods"]:
+                for values in ports[(pod["task_role"], pod["index"])].values():
+                    reserved.append((node_ips[pod["node"]], values))
+            planned.append((job, placement, ports, index))
+        attempts = JobAttempt.objects.bulk_create([
+            JobAttempt(job_id=job.pk, index=index, state=JobState.WAITING, sub_state=JobSubState.ATTEMPT_CREATION_REQUESTED)
+            for job, _placement, _ports, index in planned
+        ])
+        tasks = Task.objects.bulk_create([
+            Task(job_attempt=attempt, task_role=pod["task_role"], index=pod["index"])
+            for attempt, (_job, placement, _ports, _index) in zip(attempts, planned)
+            for pod in placement["pods"]
+        ], batch_size=1000)
+        state_dir = local_state_dir(self.cluster)
+        task_attempts = []
+        pods = ((job, placement, ports, index, pod) for job, placement, ports, index in planned for pod in placement["pods"])
+        for task, (job, _placement, ports, index, pod) in zip(tasks, pods):
+            name = launch.pod_name(launch.job_key(job), pod["task_role"], pod["index"], index, 0)
+            task_attempts.append(TaskAttempt(
+                task=task,
+                index=0,
+                pod_name=name,
+                node_name=pod["node"],
+                device_indices=list(pod["devices"]),
+                ip=node_ips.get(pod["node"]),
+                ports=ports[(pod["task_role"], pod["index"])],
+                log_path=str(state_dir / "pods" / name / "all.log"),
+            ))
+        TaskAttempt.objects.bulk_create(task_attempts, batch_size=1000)
+        now = timezone.now()
+        bulk_set(Job, [
+            Job(pk=job.pk, placement=placement, reservation=None, sub_state=JobSubState.ATTEMPT_CREATION_REQUESTED,
+                state=JobState.WAITING, created_at=now, wait_reason="", queue_position=None)
+            for job, placement, _ports, _index in planned
+        ], ["placement", "reservation", "sub_state", "state", "created_at", "wait_reason", "queue_position"])
+        return len(planned)
+
     def _persist_placement(self, job, allocation):
         node_ips = self._node_ips()
         placement = placement_json(allocation)
@@ -948,10 +1099,14 @@ class Controller:
             )
             key = launch.job_key(job)
             state_dir = local_state_dir(self.cluster)
-            for pod in placement["pods"]:
-                task = Task.objects.create(job_attempt=attempt, task_role=pod["task_role"], index=pod["index"])
+            # Two INSERTs for the gang, not two per pod.
+            tasks = Task.objects.bulk_create(
+                [Task(job_attempt=attempt, task_role=pod["task_role"], index=pod["index"]) for pod in placement["pods"]]
+            )
+            task_attempts = []
+            for task, pod in zip(tasks, placement["pods"]):
                 name = launch.pod_name(key, pod["task_role"], pod["index"], index, 0)
-                TaskAttempt.objects.create(
+                task_attempts.append(TaskAttempt(
                     task=task,
                     index=0,
                     pod_name=name,
@@ -960,7 +1115,8 @@ class Controller:
                     ip=node_ips.get(pod["node"]),
                     ports=ports[(pod["task_role"], pod["index"])],
                     log_path=str(state_dir / "pods" / name / "all.log"),
-                )
+                ))
+            TaskAttempt.objects.bulk_create(task_attempts)
             now = timezone.now()
             Job.objects.filter(pk=job.pk).update(
                 placement=placement,
@@ -1034,23 +1190,25 @@ class Controller:
                 completed_at__isnull=True,
                 sub_state=JobSubState.ATTEMPT_CREATION_REQUESTED,
             )
-            .select_related("job__owner", "job__virtual_cluster", "job__tenant")
+            .select_related("job__owner", "job__virtual_cluster", "job__tenant", "job__secret")
             .order_by("job_id")
         )
         node_ips = self._node_ips()
         gpus_per_leaf = dict(CellType.objects.filter(cluster=self.cluster, child__isnull=True).values_list("name", "gpu"))
-        prepared = []
+        planned = []
         # Every attempt has a pod at least: no more of them can start in this cycle.
-        for attempt in attempts[: max(self._creations_left, 0)]:
+        attempts = list(attempts[: max(self._creations_left, 0)])
+        of_attempt = {}
+        for chunk in range(0, len(attempts), 1000):
+            for ta in TaskAttempt.objects.filter(
+                task__job_attempt__in=[attempt.pk for attempt in attempts[chunk:chunk + 1000]]
+            ).select_related("task").order_by("task__task_role", "task__index"):
+                of_attempt.setdefault(ta.task.job_attempt_id, []).append((ta, ta.task))
+        for attempt in attempts:
             if self._creations_left <= 0:
                 break  # a bounded cycle: the next one goes on (a gang's pods are not split)
             job = attempt.job
-            pairs = [
-                (ta, ta.task)
-                for ta in TaskAttempt.objects.filter(task__job_attempt=attempt).select_related("task").order_by(
-                    "task__task_role", "task__index"
-                )
-            ]
+            pairs = of_attempt.get(attempt.pk, [])
             try:
                 specs = launch.pod_specs(job, attempt.index, pairs, job.placement, node_ips, gpus_per_leaf)
             except NOT_ONE_JOBS_FAILURE:
@@ -1058,7 +1216,7 @@ class Controller:
             except Exception as exc:
                 self._begin_deletions([self._unprocessable(attempt, "build its pods", exc)])
                 continue
-            created_all = True
+            todo = []
             for (ta, _task), spec in zip(pairs, specs):
                 # A pod with secrets that has not started is asked for again while its
                 # attempt is created, even once its UID is known: a backend that makes the
@@ -1067,16 +1225,62 @@ class Controller:
                 if ta.completed_at or (ta.pod_uid and (ta.started_at or not spec.secrets)):
                     continue
                 self._creations_left -= 1
-                created_all &= self._create_pod(ta, spec)
-            if created_all:
-                prepared.append(attempt)
+                todo.append((ta, spec))
+            planned.append((attempt, todo))
+        created = self._create_pods([item for _attempt, todo in planned for item in todo])
+        prepared = [attempt for attempt, todo in planned if all(created[ta.pk] for ta, _spec in todo)]
         self._set_sub_states(prepared, JobSubState.ATTEMPT_PREPARING)
+
+    def _create_pods(self, todo):
+        """Create the pods of [(task attempt, spec)], PAI_KUBE_CONCURRENCY at a time: {task
+        attempt pk: False when a transient error leaves it for the next cycle}."""
+        created, failure = {}, None
+        # The first pod of each namespace alone, on this thread: the backend makes sure of the
+        # namespace then (its quota is read from the database, which only this thread uses).
+        first, seen = [], set()
+        for item in todo:
+            if item[1].namespace not in seen:
+                seen.add(item[1].namespace)
+                first.append(item)
+        rest = [item for item in todo if item not in first]
+        for chunk in [[item] for item in first] + self._chunks(rest):
+            for _item in chunk:
+                self._guard()  # on this thread: every write counts towards the lease's checks
+            outcomes = self._in_parallel(lambda item: self.backend.create_pod(item[1]), chunk)
+            made = []
+            for (ta, spec), (observation, error) in zip(chunk, outcomes):
+                if error is not None and not isinstance(error, (TransientCreationError, PermanentCreationError)):
+                    failure = failure or error  # raised once what did succeed is recorded
+                    created[ta.pk] = False
+                    continue
+                created[ta.pk] = self._created(ta, spec, observation, error)
+                if error is None and ta.pod_uid == observation.uid:
+                    made.append(ta)
+            bulk_set(TaskAttempt, made, ["pod_uid"])
+            for _ta in made:
+                failpoint("after-pod-created")
+            if failure is not None:
+                raise failure
+        return created
 
     def _create_pod(self, ta, spec):
         """Create the task attempt's pod; False when a transient error leaves it for the next cycle."""
         self._guard()
         try:
-            observation = self.backend.create_pod(spec)
+            observation, error = self.backend.create_pod(spec), None
+        except (TransientCreationError, PermanentCreationError) as exc:
+            observation, error = None, exc
+        done = self._created(ta, spec, observation, error)
+        if error is None and ta.pod_uid == observation.uid:
+            TaskAttempt.objects.filter(pk=ta.pk).update(pod_uid=observation.uid)
+            failpoint("after-pod-created")
+        return done
+
+    def _created(self, ta, spec, observation, error):
+        """Record a creation's outcome (the pod's UID is left to the caller to write)."""
+        try:
+            if error is not None:
+                raise error
         except TransientCreationError as exc:
             failures = ta.diagnostics.count("creation failed") + 1
             if failures >= CREATION_ATTEMPTS:
@@ -1093,10 +1297,8 @@ class Controller:
             # The pod we knew went meanwhile (its end is observed); this new one is not the task attempt's.
             self._delete_pod(spec.name, observation.uid)
             return True
-        TaskAttempt.objects.filter(pk=ta.pk).update(pod_uid=observation.uid)
         ta.pod_uid = observation.uid
         self._live.add(spec.name)
-        failpoint("after-pod-created")
         return True
 
     def create_retried_pods(self, full=True):

@@ -77,6 +77,8 @@ def storage_mounts(job):
     ``host_path`` is that directory itself, any other storage's claim gets it as
     ``sub_path``."""
     names = [s["name"] for s in job.launch.get("storages", [])]
+    if not names:
+        return ()
     configs = {c.name: c for c in StorageConfig.objects.filter(name__in=names).select_related("server")}
     mounts = []
     for item in job.launch.get("storages", []):
