@@ -85,6 +85,7 @@ def test_an_api_server_down_mid_cycle_pauses_the_cluster_shows_it_and_loses_or_r
 @pytest.mark.django_db(transaction=True)
 def test_a_429_storm_is_waited_out_as_retry_after_says_up_to_a_bound(world, kube_cluster, kube_server, kubelet, submit, settings):
     settings.PAI_SCHEDULER_LEASE_SECONDS = 60
+    settings.PAI_KUBE_CONCURRENCY = 1  # one call at a time: the gaps below are one call's retries
     jobs = jobs_of(world, submit, 3, "storm")
     # Every pod creation is refused for 1 s with Retry-After: 1; a call's budget is 0.3 s,
     # so it waits the bound (a third of the budget) between tries, not a hot loop.
