@@ -914,7 +914,7 @@ class Engine:
         # A reason may be shared by gangs alike (see ``_failures``): the text is the gang's own.
         key = None
         own = None
-        if not gang.opportunistic:
+        if reservations and not gang.opportunistic:
             own = next((r for r in reservations if r.job_id == gang.job_id and r.kind == STARVATION), None)
         if own is None and not wait.reservation_ids:
             key = (gang.opportunistic, gang.vc, gang.priority, wait.option.shape, wait.borrowing)

@@ -308,6 +308,9 @@ class Placer:
         stay together and a later gang of the VC finds them side by side (fewer victims
         when it must preempt). Derived from the bindings alone: a restored engine decides
         the same."""
+        free_count = chain.free_count if line == ANY_LINE else (chain.line_free.get(line) or chain.free_count)
+        if not any(free_count[m] for m in [tid] + chain.ancestors[tid]):
+            return None  # no free cell to bind anywhere: nothing to look for (a cycle saying no stays cheap)
         counts: dict[int, list] = {}
         for binding in owner.bindings.get(chain.sku.name, {}).values():
             cell = binding.cell
