@@ -200,6 +200,7 @@ class Controller:
         self._thread = threading.get_ident()
         self._prefetched = {}  # pod name → the end of its log, read ahead (apply_observations)
         self._configuration_fresh = False  # read in this cycle
+        self._finished_pods = {}  # name → UID: ended pods (their end stored) still to delete
         # Pods this cycle may still create (PAI_SCHEDULER_MAX_POD_CREATIONS_PER_CYCLE).
         self._creations_left = settings.PAI_SCHEDULER_MAX_POD_CREATIONS_PER_CYCLE
 
@@ -315,8 +316,8 @@ class Controller:
             self.refresh_configuration()
         self._cycles += 1
         # Observing first: the node changes it delivers reach the engine before this cycle places.
-        for step in (self.observe, self.sync_node_health, lambda: self.advance_jobs(full=full),
-                     lambda: self.schedule(now), self.create_missing_pods,
+        for step in (self.observe, self.delete_finished_pods, self.sync_node_health,
+                     lambda: self.advance_jobs(full=full), lambda: self.schedule(now), self.create_missing_pods,
                      lambda: self.create_retried_pods(full=full), self.advance_jobs):
             self._guard(write=False)
             step()
@@ -324,20 +325,23 @@ class Controller:
     # -- observing pods --------------------------------------------------------------
 
     def observe(self):
+        """Apply what the pods say since the cursor, then move it: a cycle cut short while
+        applying them (the API down while a log is read or a pod deleted) sees them again."""
         if self.cursor is None:
             cursor = self.backend.cursor()
             observations = self.backend.poll(None)
             self._apply_relist(observations)
+            self.apply_observations(observations)
             self.cursor = cursor
-        else:
-            try:
-                observations = self.backend.poll(self.cursor)
-            except CursorExpiredError:
-                self.cursor = None
-                return self.observe()
-            if observations:
-                self.cursor = observations[-1].resource_version
+            return
+        try:
+            observations = self.backend.poll(self.cursor)
+        except CursorExpiredError:
+            self.cursor = None
+            return self.observe()
         self.apply_observations(observations)
+        if observations:
+            self.cursor = observations[-1].resource_version
 
     def _apply_relist(self, live):
         """After a relist: pods we recorded as created that are not live any more vanished."""
@@ -424,16 +428,30 @@ class Controller:
         self._store_events([attempts[name] for name in latest if name in attempts])
         self._complete_task_attempts(completions, logs)
         # Stored: the finished pods go, so that the cluster holds only live pods.
-        for chunk in self._chunks(finished):
-            for _ta in chunk:
+        for ta in finished:
+            self._finished_pods[ta.pod_name] = ta.pod_uid
+        self._prefetched = {}
+        self.delete_finished_pods()
+
+    def delete_finished_pods(self):
+        """Delete the ended pods whose log end and exit are stored, PAI_KUBE_CONCURRENCY at
+        a time. One that could not be deleted (the API went down) stays listed and goes in
+        a later cycle."""
+        self._finished_pods = {name: uid for name, uid in self._finished_pods.items() if name in self._live}
+        for chunk in self._chunks(list(self._finished_pods.items())):
+            for _item in chunk:
                 self._guard()
             outcomes = self._in_parallel(
-                lambda ta: self.backend.delete_pod(ta.pod_name, uid=ta.pod_uid or None, grace_seconds=0), chunk
+                lambda item: self.backend.delete_pod(item[0], uid=item[1] or None, grace_seconds=0), chunk
             )
-            errors = [error for _gone, error in outcomes if error is not None and not isinstance(error, PodConflictError)]
+            errors = []
+            for (name, _uid), (_gone, error) in zip(chunk, outcomes):
+                if error is None or isinstance(error, PodConflictError):
+                    del self._finished_pods[name]
+                else:
+                    errors.append(error)
             if errors:
                 raise errors[0]
-        self._prefetched = {}
 
     def _prefetch_logs(self, latest, attempts):
         """The log ends the loop below reads (pods that ended and are still there), read
