@@ -12,7 +12,7 @@ from kubernetes import client
 from rest_framework.test import APIClient
 
 from apps.clusters.models import Cluster, Node
-from apps.jobs.models import Job, TaskAttempt
+from apps.jobs.models import Job, TaskAttempt, TaskLog
 from apps.jobs.worker.launch import job_key
 from apps.jobs.worker.loop import run_scheduler
 from tests.worker.conftest import Worker, job_yaml, submit  # noqa: F401 (submit is a fixture)
@@ -48,15 +48,16 @@ def assert_ran_once(jobs, kube_server, pods):
     assert kube_server.count_requests("POST", PODS, status=201) == pods
 
 
+@pytest.mark.parametrize("method, path", [("POST", PODS), ("DELETE", PODS[:-1] + "/[^/]+$")], ids=["creating", "deleting"])
 @pytest.mark.django_db(transaction=True)
 def test_an_api_server_down_mid_cycle_pauses_the_cluster_shows_it_and_loses_or_repeats_nothing(
-    world, kube_cluster, kube_server, kubelet, submit, settings
+    world, kube_cluster, kube_server, kubelet, submit, settings, method, path
 ):
     settings.PAI_SCHEDULER_LEASE_SECONDS = 60
     jobs = jobs_of(world, submit, 4, "outage")
-    # The API server goes down after the 3rd pod was created, in the middle of the cycle
-    # creating the 8 pods, and stays down for 1.5 s: five of a call's retry budgets.
-    kube_server.inject_outage(1.5, method="POST", path_regex=PODS, after=3)
+    # The API server goes down after the 3rd pod was created (or finished pod deleted), in
+    # the middle of a cycle, and stays down for 1.5 s: five of a call's retry budgets.
+    kube_server.inject_outage(1.5, method=method, path_regex=path, after=3)
     rest = APIClient()
     rest.force_authenticate(world.root)
     seen = {}
@@ -68,18 +69,43 @@ def test_an_api_server_down_mid_cycle_pauses_the_cluster_shows_it_and_loses_or_r
             seen["api"] = rest.get(f"/api/v2/clusters/{cluster.name}/").json()
             rest.force_login(world.root)
             seen["admin"] = rest.get("/admin/clusters/cluster/").content.decode()
-            seen["pods"] = kube_server.count_requests("POST", PODS, status=201)
-        if "api" in seen:
+            seen["done"] = kube_server.count_requests(method, path, status=201 if method == "POST" else 200)
+        if "api" in seen or method == "DELETE":
             play_kubelet(kubelet)
-        return all_succeeded(jobs) and cluster.api_available
+        # Done when every job succeeded and the cluster holds none of their pods.
+        return all_succeeded(jobs) and cluster.api_available and not kubelet.pods()
 
     run_scheduler(tick=0.02, holder="me", duration=30, stop=stop)
     assert seen["api"]["api_available"] is False, seen["api"]
     assert "503" in seen["api"]["api_error"] and seen["api"]["api_unavailable_since"]
     assert "cluster API unavailable since" in seen["admin"]
-    assert seen["pods"] == 3
+    assert seen["done"] == 3
     assert Cluster.objects.get(pk=kube_cluster.pk).api_available
     assert_ran_once(jobs, kube_server, 8)
+
+
+@pytest.mark.parametrize("method, path", [("DELETE", PODS[:-1] + "/[^/]+$"), ("GET", PODS[:-1] + "/[^/]+/log$")],
+                         ids=["deletes", "logs"])
+@pytest.mark.django_db(transaction=True)
+def test_calls_failing_while_pods_end_lose_no_end_and_leave_no_pod(
+    world, kube_cluster, kube_server, kubelet, submit, settings, method, path
+):
+    """Deleting finished pods, or reading the end of their logs, fails for a while (the
+    rest of the API answers): the cycles cut short see the same pod changes again, and
+    the pods they could not delete are deleted later."""
+    settings.PAI_SCHEDULER_LEASE_SECONDS = 60
+    jobs = jobs_of(world, submit, 4, f"ending-{method.lower()}")
+    kube_server.inject_fault(method, path, status=503, after=2, seconds=1.0)
+
+    def stop():
+        play_kubelet(kubelet)
+        return all_succeeded(jobs) and not kubelet.pods()
+
+    run_scheduler(tick=0.02, holder="me", duration=30, stop=stop)
+    assert kube_server.count_requests(method, path, status=503) > 0
+    assert not kubelet.pods()
+    assert_ran_once(jobs, kube_server, 8)
+    assert TaskLog.objects.filter(task_attempt__task__job_attempt__job__in=jobs).count() == 8
 
 
 @pytest.mark.django_db(transaction=True)
