@@ -35,7 +35,8 @@ class ServerProcessError(RuntimeError):
 
 
 def call_kind(method: str, path: str, query: dict) -> str:
-    """A request as "METHOD resource", namespaces and names left out (WATCH for a watch)."""
+    """A request as "METHOD resource", namespaces and names left out (WATCH for a watch, LIST
+    for a GET of a collection)."""
     parts = [p for p in path.split("/") if p]
     parts = parts[2:] if parts[:1] == ["api"] else parts[3:]
     if parts[:1] == ["namespaces"] and len(parts) > 2:
@@ -43,7 +44,11 @@ def call_kind(method: str, path: str, query: dict) -> str:
     kind = parts[0] if parts else path
     if len(parts) > 2:
         kind += f"/{parts[2]}"
-    return f"{'WATCH' if query.get('watch') in (['true'], ['1']) else method} {kind}"
+    if query.get("watch") in (["true"], ["1"]):
+        method = "WATCH"
+    elif method == "GET" and len(parts) == 1:
+        method = "LIST"
+    return f"{method} {kind}"
 
 
 class _Meter:

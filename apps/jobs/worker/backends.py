@@ -113,6 +113,8 @@ def kubernetes_backend(cluster, guard=None):
     try:
         api = connect(
             cluster.connection, qps=cluster.api_qps, burst=cluster.api_burst,
+            # The four watches, and the requests the controller sends at once.
+            pool_size=settings.PAI_KUBE_CONCURRENCY + 6,
             backoff=Backoff.within(settings.PAI_KUBE_RETRY_SECONDS),
             circuit=Circuit(cooldown=settings.PAI_KUBE_CIRCUIT_SECONDS, max_cooldown=6 * settings.PAI_KUBE_CIRCUIT_SECONDS),
             guard=guard,

@@ -45,9 +45,11 @@ def user_agent() -> str:
     return f"pai-worker ({socket.gethostname()}; pid {os.getpid()})"
 
 
-def connect(connection: str, **options) -> KubeApi:
+def connect(connection: str, pool_size: int = 0, **options) -> KubeApi:
     """One API client for one cluster (``options``: :class:`KubeApi`'s). urllib3's own
-    retries are off: :class:`KubeApi` retries with its own backoff and sees every 429 and 5xx."""
+    retries are off: :class:`KubeApi` retries with its own backoff and sees every 429 and 5xx.
+    ``pool_size``: connections kept open to the API server (at least the client's default),
+    enough for the watches and the requests the caller sends at once."""
     kind, path, context = parse(connection)
     configuration = k8s.Configuration()
     if kind == IN_CLUSTER:
@@ -55,6 +57,7 @@ def connect(connection: str, **options) -> KubeApi:
     else:
         k8s_config.load_kube_config(config_file=path, context=context, client_configuration=configuration)
     configuration.retries = False
+    configuration.connection_pool_maxsize = max(configuration.connection_pool_maxsize, pool_size)
     api_client = k8s.ApiClient(configuration)
     api_client.user_agent = user_agent()
     return KubeApi(api_client, **options)
