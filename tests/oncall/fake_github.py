@@ -73,6 +73,31 @@ class FakeGitHub:
             issue = self.issues[number - 1]
             issue.update(state="closed", state_reason="completed", closed_at=closed_at, updated_at=closed_at)
 
+    def _check_answer(self, operation, status, payload, headers):
+        """Record where an answer of the fake strays from the description: a status neither the
+        operation nor `x-unlisted-responses` knows, a body not of the status's schema, a
+        rate-limit header that is not the integer the description's headers say."""
+        where = f"answer {status} of {operation['operationId']}"
+        if str(status) in operation["responses"]:
+            schema = operation["responses"][str(status)]
+        elif str(status) in SPEC["x-unlisted-responses"]:
+            schema = SPEC["x-unlisted-responses"][str(status)]
+        else:
+            self.violations.append(f"{where}: no such answer in the description")
+            return
+        if schema is None:
+            if payload is not None:
+                self.violations.append(f"{where}: the description gives this answer no body")
+        else:
+            errors = [e.message for e in _validator(schema).iter_errors(payload)]
+            if errors:
+                self.violations.append(f"{where}: {errors}")
+        for name in ("limit", "remaining", "reset"):
+            value = headers.get(f"x-ratelimit-{name}")
+            integer = SPEC["components"]["headers"][f"x-rate-limit-{name}"]
+            if value is not None and (integer != {"type": "integer"} or not str(value).isdigit()):
+                self.violations.append(f"{where}: x-ratelimit-{name} {value!r} is not an integer")
+
     # --- The server ---------------------------------------------------------------------
     def _issue(self, number, body):
         base = f"{self.api_url}/repos/{self.repository}"
@@ -100,10 +125,8 @@ class FakeGitHub:
                 pass
 
             def _answer(self, status, payload, operation=None, headers=None):
-                if operation is not None and str(status) in operation["responses"]:
-                    errors = [e.message for e in _validator(operation["responses"][str(status)]).iter_errors(payload)]
-                    if errors:
-                        fake.violations.append(f"answer {status} of {operation['operationId']}: {errors}")
+                if operation is not None:
+                    fake._check_answer(operation, status, payload, headers or {})
                 data = json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json; charset=utf-8")
@@ -164,7 +187,7 @@ class FakeGitHub:
                         "x-ratelimit-reset": str(fake.rate_limit_reset), "x-ratelimit-resource": "core"})
                 if fake.secondary_limit:
                     fake.secondary_limit -= 1
-                    return self._error(429, "You have exceeded a secondary rate limit.", None, {"retry-after": "60"})
+                    return self._error(429, "You have exceeded a secondary rate limit.", operation, {"retry-after": "60"})
                 if fake.server_errors:
                     fake.server_errors -= 1
                     return self._error(503, "Service unavailable", operation)
@@ -185,7 +208,10 @@ class FakeGitHub:
                 errors = [e.message for e in _validator(operation["requestBody"]).iter_errors(body)]
                 if errors:
                     fake.violations.append(f"POST {self.path}: {errors}")
-                    return self._error(422, "Invalid request.\n\n" + "\n".join(errors), operation)
+                    return self._answer(422, {
+                        "message": "Invalid request.\n\n" + "\n".join(errors), "documentation_url": DOCS,
+                        "errors": [{"resource": "Issue", "code": "invalid", "message": e} for e in errors],
+                        "status": "422"}, operation)
                 with fake.lock:
                     issue = fake._issue(len(fake.issues) + 1, body)
                     fake.issues.append(issue)
