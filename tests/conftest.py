@@ -1,3 +1,5 @@
+import os
+
 import pytest
 from django.conf import settings
 
@@ -130,3 +132,47 @@ def pytest_collection_modifyitems(items):
         if marker is not None and marker.kwargs.get("transaction") and "serialized_rollback" not in marker.kwargs:
             # In front: the closest marker is the first of the item's own, a decorator's included.
             item.add_marker(pytest.mark.django_db(*marker.args, **{**marker.kwargs, "serialized_rollback": True}), append=False)
+
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+
+
+@pytest.fixture(scope="session")
+def chromium():
+    """Debian's headless Chromium driven by Playwright, one for the whole run, shared by every
+    browser test (two sync Playwrights cannot run in one thread). While Playwright's sync API
+    is active its event loop runs in the test thread, so Django would refuse database calls
+    from it ("SynchronousOnlyOperation"): DJANGO_ALLOW_ASYNC_UNSAFE allows them from then on;
+    subprocesses that run deployment checks drop it (`deployment_env`)."""
+    assert os.access(CHROMIUM, os.X_OK), f"{CHROMIUM} is missing: run `make system-deps`"
+    from playwright.sync_api import expect, sync_playwright
+
+    before = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    expect.set_options(timeout=20_000)
+    manager = sync_playwright().start()
+    browser = manager.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+    try:
+        yield browser
+    finally:
+        browser.close()
+        manager.stop()
+        if before is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = before
+
+
+def close_contexts(browser):
+    """Close what a test opened in the shared browser, leaving the browser for the next."""
+    for context in list(browser.contexts):
+        context.close()
+
+
+def deployment_env(env):
+    """`env` without what the test run itself sets and a deployment must not have."""
+    return {k: v for k, v in env.items() if k != "DJANGO_ALLOW_ASYNC_UNSAFE"}

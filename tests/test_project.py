@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 from django.core.management import call_command
 
+from tests.conftest import deployment_env
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -24,7 +26,7 @@ def test_migrations_match_the_models(db):
 
 def test_production_settings_pass_the_deployment_checks(tmp_path):
     env = {
-        **os.environ,
+        **deployment_env(os.environ),
         "PAI_ENV": "production",
         "PAI_BACKEND": "kubernetes",  # as the Helm chart deploys it
         "SECRET_KEY": "x" * 30 + "-a-long-random-production-key-0123456789",
@@ -231,7 +233,7 @@ def test_health_endpoints(client, db):
 
 def test_deployment_checks_warn_when_metrics_have_no_token(tmp_path):
     env = {
-        **os.environ,
+        **deployment_env(os.environ),
         "PAI_ENV": "production",
         "SECRET_KEY": "x" * 30 + "-a-long-random-production-key-0123456789",
         "ALLOWED_HOSTS": "pai.example.com",

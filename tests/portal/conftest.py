@@ -1,6 +1,6 @@
 """The portal's browser: Debian's headless Chromium driven by Playwright, shared by every page test.
 
-- `browser` (session): one Chromium for the whole run (launching it costs about a second).
+- `browser`: the suite's one Chromium (`chromium` in tests/conftest.py), shared by every browser test.
 - `portal` (per test): `portal.page(user, width=1280)` gives a Page signed in as `user` (None for
   an anonymous visitor) on the live server; `portal.url("/jobs/")` the absolute address;
   `portal.shoot(page, "job-list")` writes `test-artifacts/portal/job-list-desktop.png` and
@@ -9,9 +9,6 @@
 Tests that use `portal` need the live server to see their rows:
 `@pytest.mark.django_db(transaction=True)` (the suite adds serialized_rollback).
 
-While Playwright's sync API is active its event loop runs in the test thread, so Django would
-refuse database calls from it ("SynchronousOnlyOperation"): the session fixture allows them
-(DJANGO_ALLOW_ASYNC_UNSAFE) for as long as the browser lives.
 """
 
 import os
@@ -31,25 +28,10 @@ PHONE = 375
 TIMEOUT_MS = 20_000
 
 
-@pytest.fixture(scope="session")
-def browser():
-    assert os.access(CHROMIUM, os.X_OK), f"{CHROMIUM} is missing: run `make system-deps`"
-    from playwright.sync_api import expect, sync_playwright
-
-    before = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
-    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
-    expect.set_options(timeout=TIMEOUT_MS)
-    manager = sync_playwright().start()
-    chromium = manager.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
-    try:
-        yield chromium
-    finally:
-        chromium.close()
-        manager.stop()
-        if before is None:
-            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
-        else:
-            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = before
+@pytest.fixture
+def browser(chromium):
+    """The suite's one Chromium (tests/conftest.py)."""
+    return chromium
 
 
 def shoot(page, name):
