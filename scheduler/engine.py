@@ -676,7 +676,12 @@ class Engine:
             )
 
         bindings = [b for by_cell in vc.bindings.values() for b in by_cell.values()]
-        choice = VictimSearch(self.topology, blocked, trial, vc.name, fresh, bindings).choose(needs, ordered)
+        # The VC's lent cells, whose borrowers this gang may preempt (not when borrowing).
+        lent = [
+            b for other in cohort for by_cell in self.vcs[other].bindings.values() for b in by_cell.values()
+            if b.owner == vc.name
+        ] if vc.lent_leaves and any(vc.lent_leaves.values()) else []
+        choice = VictimSearch(self.topology, blocked, trial, vc.name, fresh, bindings, lent).choose(needs, ordered)
         if choice is None:
             return None
         mark = self.topology.mark()

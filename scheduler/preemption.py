@@ -146,7 +146,7 @@ class VictimSearch:
 
     def __init__(
         self, topology: Topology, blocked: Blocked, trial: Trial, vc: str, fresh: Callable[[str, int], int],
-        bindings: list[Binding],
+        bindings: list[Binding], lent: list[Binding] = (),
     ) -> None:
         self.topology = topology
         self.blocked = blocked
@@ -154,15 +154,21 @@ class VictimSearch:
         self.vc = vc
         # fresh(sku, k): how many more cells of k leaves the VC can bind (its unbound quota).
         self.fresh = fresh
+        # Cells of the VC's quota lent to other VCs, when their borrowers are candidates:
+        # the gang may take them back, so they count as the VC's own here.
+        self.lent = {b.cell.id for b in lent}
         # The VC's cells inside nodes, by node: a node covered only by those is usable.
         self.inside: dict[Node, int] = {}
-        for binding in bindings:
+        for binding in (*bindings, *lent):
             if binding.cell.node is not None and binding.cell.level < binding.cell.chain.node_level:
                 self.inside[binding.cell.node] = self.inside.get(binding.cell.node, 0) + 1
 
     def _own(self, node: Node) -> bool:
-        """Whether a cell of the VC's (its own or borrowed) holds the whole node."""
-        return any(c.binding is not None and c.binding.user == self.vc for c in node.cell.up)
+        """Whether a cell of the VC's (its own, borrowed, or lent and reclaimable) holds
+        the whole node."""
+        return any(
+            c.binding is not None and (c.binding.user == self.vc or c.id in self.lent) for c in node.cell.up
+        )
 
     def choose(self, needs: list[PodNeed], ordered: list[RunningJob]) -> Choice | None:
         skus = sorted({n.sku for n in needs})
@@ -328,7 +334,9 @@ class VictimSearch:
             scope = scopes[scope_id]
             nodes = [scope.node] if scope.node is not None else scope.nodes
             victims = self._greedy(nodes, pods, on_node)
-            if victims:
+            # No victims: the gang fits the devices here but not the quota (the VC's
+            # cells are held by its own jobs); the trials add the cell's candidates.
+            if victims is not None:
                 out.append((cost(victims), victims, scope))
         out.sort(key=lambda e: (e[0], e[2].id))
         return out

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from scheduler import ClusterSpec, Engine, GangRequest, PhysicalCellSpec, PodRequest
@@ -253,6 +253,19 @@ def test_invariants_hold_after_every_event(events):
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(EVENTS)
+# VC a lent its node to b's urgent gang (a1 is bad): a's probe reclaims it, preempting
+# the borrower, its own lower-priority job and an opportunistic one in its cell.
+@example([
+    ("submit", "a", "A100", ((1, 1),), 1, False, 0.0, None, "u1", None), ("health", "a1", False),
+    ("submit", "a", "A100", ((1, 1),), -1, False, 0.0, None, "u1", None), ("urgent", "b"),
+])
+# a's lower-priority jobs hold one of its switch cells on an otherwise idle rack: the
+# devices are there, the quota is not, and the probe preempts them.
+@example([
+    ("submit", "a", "A100", ((1, 1),), -1, False, 0.0, None, "u1", None),
+    ("submit", "a", "A100", ((1, 1),), 1, False, 0.0, None, "u1", None),
+    ("submit", "a", "A100", ((1, 1),), 1, False, 0.0, None, "u1", None), ("cycle",), ("release", 0),
+])
 def test_vc_safety_is_never_broken(events):
     for engine, _, _ in run(events):
         check_guarantees(engine)
