@@ -143,8 +143,10 @@ CHROMIUM_ARGS = [
 
 @pytest.fixture(scope="session")
 def chromium():
-    """Debian's headless Chromium driven by Playwright, one for the whole run, shared by every
-    browser test (two sync Playwrights cannot run in one thread). While Playwright's sync API
+    """Debian's headless Chromium driven by Playwright, one for the rest of the run once a test
+    asks for it (two sync Playwrights cannot run in one thread: every browser test that runs
+    after the first user of this fixture must use it too; tests/oncall's, which run before,
+    start their own and need the database set up outside the event loop). While Playwright's sync API
     is active its event loop runs in the test thread, so Django would refuse database calls
     from it ("SynchronousOnlyOperation"): DJANGO_ALLOW_ASYNC_UNSAFE allows them from then on;
     subprocesses that run deployment checks drop it (`deployment_env`)."""

@@ -14,7 +14,6 @@ from django.utils import timezone
 from apps.oncall import services
 from apps.oncall.choices import IncidentSource, IncidentStatus, TimelineKind
 from apps.oncall.models import Incident
-from tests.conftest import close_contexts
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -42,12 +41,13 @@ def dri_world(oncall):
 
 
 @pytest.mark.django_db(transaction=True, serialized_rollback=True)
-def test_dri_acknowledges_updates_resolves_and_sees_the_dashboard(chromium, dri_world, live_server, monkeypatch):
+def test_dri_acknowledges_updates_resolves_and_sees_the_dashboard(dri_world, live_server, monkeypatch):
     assert os.access(CHROMIUM, os.X_OK), f"{CHROMIUM} is missing: run `make system-deps`"
-    from playwright.sync_api import expect
+    from playwright.sync_api import expect, sync_playwright
 
     # Playwright's sync API runs an event loop in this thread; the ORM work of this test
     # happens before and after the browser session, the pages' on the live server's thread.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     expect.set_options(timeout=15_000)  # a loaded CI machine renders slowly
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     incident = dri_world.incident
@@ -57,55 +57,57 @@ def test_dri_acknowledges_updates_resolves_and_sees_the_dashboard(chromium, dri_
     client = Client()
     client.force_login(dri_world.alice)
     session = client.cookies[settings.SESSION_COOKIE_NAME].value
-    browser = chromium
-    try:
-        context = browser.new_context(viewport={"width": 1280, "height": 900})
-        context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": session, "url": base}])
-        page = context.new_page()
-        page.set_default_timeout(15_000)
-        page.goto(f"{base}/oncall/")
-        expect(page.locator("header")).to_contain_text("alice")
-        # The countdown script replaced the server's text with a ticking clock.
-        expect(page.locator("#incidents .countdown").first).to_contain_text("ack:")
-        expect(page.locator("#incidents .countdown").first).to_contain_text(
-            "left" if incident.countdown()["running"] else "paused")
-        page.screenshot(path=str(ARTIFACTS / "incident-list.png"), full_page=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True)
+        try:
+            context = browser.new_context(viewport={"width": 1280, "height": 900})
+            context.add_cookies([{"name": settings.SESSION_COOKIE_NAME, "value": session, "url": base}])
+            page = context.new_page()
+            page.set_default_timeout(15_000)
+            page.goto(f"{base}/oncall/")
+            expect(page.locator("header")).to_contain_text("alice")
+            # The countdown script replaced the server's text with a ticking clock.
+            expect(page.locator("#incidents .countdown").first).to_contain_text("ack:")
+            expect(page.locator("#incidents .countdown").first).to_contain_text(
+                "left" if incident.countdown()["running"] else "paused")
+            page.screenshot(path=str(ARTIFACTS / "incident-list.png"), full_page=True)
 
-        page.click(f"text={incident.title}")
-        page.wait_for_url(f"{base}/oncall/incidents/{incident.pk}/")
-        page.screenshot(path=str(ARTIFACTS / "incident-detail-triggered.png"), full_page=True)
-        page.click("#acknowledge")
-        expect(page.locator("#incident-status")).to_have_text("Acknowledged")
-        page.fill("#update-message", "Rolled back the API server; watching error rates.")
-        page.click("#post-update")
-        expect(page.locator("#timeline")).to_contain_text("Rolled back the API server")
-        page.fill("form[action$='/resolve/'] input[name=message]", "Error rate back to zero.")
-        page.click("#resolve")
-        expect(page.locator("#incident-status")).to_have_text("Resolved")
-        expect(page.locator("#review-form")).to_be_visible()
-        page.screenshot(path=str(ARTIFACTS / "incident-detail-resolved.png"), full_page=True)
+            page.click(f"text={incident.title}")
+            page.wait_for_url(f"{base}/oncall/incidents/{incident.pk}/")
+            page.screenshot(path=str(ARTIFACTS / "incident-detail-triggered.png"), full_page=True)
+            page.click("#acknowledge")
+            expect(page.locator("#incident-status")).to_have_text("Acknowledged")
+            page.fill("#update-message", "Rolled back the API server; watching error rates.")
+            page.click("#post-update")
+            expect(page.locator("#timeline")).to_contain_text("Rolled back the API server")
+            page.fill("form[action$='/resolve/'] input[name=message]", "Error rate back to zero.")
+            page.click("#resolve")
+            expect(page.locator("#incident-status")).to_have_text("Resolved")
+            expect(page.locator("#review-form")).to_be_visible()
+            page.screenshot(path=str(ARTIFACTS / "incident-detail-resolved.png"), full_page=True)
 
-        page.goto(f"{base}/oncall/rotations/")
-        expect(page.locator(".on-call-now").first).to_contain_text("alice")
-        page.screenshot(path=str(ARTIFACTS / "rotations.png"), full_page=True)
+            page.goto(f"{base}/oncall/rotations/")
+            expect(page.locator(".on-call-now").first).to_contain_text("alice")
+            page.screenshot(path=str(ARTIFACTS / "rotations.png"), full_page=True)
 
-        page.goto(f"{base}/oncall/incidents/new/")
-        expect(page.locator("form")).to_contain_text("a whole production cluster is unavailable")
-        page.screenshot(path=str(ARTIFACTS / "report.png"), full_page=True)
+            page.goto(f"{base}/oncall/incidents/new/")
+            expect(page.locator("form")).to_contain_text("a whole production cluster is unavailable")
+            page.screenshot(path=str(ARTIFACTS / "report.png"), full_page=True)
 
-        page.goto(f"{base}/oncall/dashboard/")
-        charts = page.locator("svg.chart")
-        expect(charts).to_have_count(20)
-        severity_mtta = page.locator("#by-severity svg[data-metric=mtta] rect.bar")
-        expect(severity_mtta).to_have_count(4)
-        widths = [severity_mtta.nth(i).bounding_box()["width"] for i in range(4)]
-        # Acknowledged after 10, (seconds), 30 and 40 minutes: bars drawn to scale.
-        assert all(w > 0 for w in widths)
-        assert widths[3] == max(widths) and widths[1] == min(widths) and widths[0] < widths[2]
-        page.screenshot(path=str(ARTIFACTS / "dashboard.png"), full_page=True)
-    finally:
-        close_contexts(browser)
+            page.goto(f"{base}/oncall/dashboard/")
+            charts = page.locator("svg.chart")
+            expect(charts).to_have_count(20)
+            severity_mtta = page.locator("#by-severity svg[data-metric=mtta] rect.bar")
+            expect(severity_mtta).to_have_count(4)
+            widths = [severity_mtta.nth(i).bounding_box()["width"] for i in range(4)]
+            # Acknowledged after 10, (seconds), 30 and 40 minutes: bars drawn to scale.
+            assert all(w > 0 for w in widths)
+            assert widths[3] == max(widths) and widths[1] == min(widths) and widths[0] < widths[2]
+            page.screenshot(path=str(ARTIFACTS / "dashboard.png"), full_page=True)
+        finally:
+            browser.close()
 
+    monkeypatch.delenv("DJANGO_ALLOW_ASYNC_UNSAFE")
     incident = Incident.objects.get(pk=incident.pk)
     assert incident.status == IncidentStatus.RESOLVED and incident.acknowledged_by == dri_world.alice
     assert incident.timeline.filter(kind=TimelineKind.UPDATE, actor=dri_world.alice).exists()
