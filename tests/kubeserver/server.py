@@ -1067,9 +1067,12 @@ class KubeServer:
                     raise bad_request(f"invalid resource version: {requested_rv}") from exc
             expired = cursor < self._compacted_rv
             oldest = self._compacted_rv + 1
-            self._watch_sockets.add(handler.connection)
         try:
             handler.start_chunked(200, "application/json")
+            # Counted as open only once its headers are out: a connection cut before the
+            # response starts is one the client retries as a new request, not a broken watch.
+            with self._cond:
+                self._watch_sockets.add(handler.connection)
             if expired:
                 error = gone(f"too old resource version: {cursor} ({oldest})")
                 handler.write_chunk(json.dumps({"type": "ERROR", "object": error.status()}) + "\n")
