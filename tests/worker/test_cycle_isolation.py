@@ -8,8 +8,9 @@ from rest_framework.test import APIClient
 
 from django.core.cache import cache
 
-from apps.jobs.models import Job
+from apps.jobs.models import Job, TaskAttempt
 from apps.jobs.services import set_execution_type
+from apps.jobs.worker import launch
 from apps.jobs.worker.controller import Controller
 
 from tests.jobs.test_fuzz import _paths
@@ -222,3 +223,37 @@ def test_whatever_a_job_holds_the_cycle_goes_on_for_the_others(world, settings, 
     finally:
         _stop_everything(controller)
         Job.objects.all().delete()
+
+
+def test_a_batch_one_job_breaks_is_placed_again_job_by_job_with_the_same_task_attempts(world, worker, submit):
+    # The placements of a cycle are persisted a batch at a time; a job whose stored ports
+    # cannot be read fails the batch, which goes again one job at a time: that job fails
+    # alone, and the others' first task attempts are what the batch would have written.
+    ok = submit(world.a_member, _ports_job("ok", 2, 2))
+    bad = submit(world.a_member, _ports_job("bad", 1, 1))
+    spec = bad.spec
+    spec["taskRoles"]["main"]["resourcePerInstance"]["ports"] = {"p": "many"}
+    Job.objects.filter(pk=bad.pk).update(spec=spec)
+    other = submit(world.b_member, _ports_job("other-team", 2, 2, vc="team_b"))
+
+    worker.cycle()
+
+    bad = Job.objects.get(pk=bad.pk)
+    assert bad.state == "FAILED"
+    assert bad.wait_reason.startswith("This job can never run here: pai could not schedule it (ValueError: ")
+    for job in (ok, other):
+        job = Job.objects.get(pk=job.pk)
+        attempt = job.attempts.get()
+        pods = {(pod["task_role"], pod["index"]): pod for pod in job.placement["pods"]}
+        task_attempts = list(TaskAttempt.objects.filter(task__job_attempt=attempt).select_related("task"))
+        assert sorted((ta.task.task_role, ta.task.index) for ta in task_attempts) == sorted(pods)
+        for ta in task_attempts:
+            pod = pods[(ta.task.task_role, ta.task.index)]
+            assert ta.index == 0
+            assert ta.pod_name == launch.pod_name(launch.job_key(job), ta.task.task_role, ta.task.index, 0, 0)
+            assert (ta.node_name, ta.device_indices) == (pod["node"], list(pod["devices"]))
+            assert ta.log_path.endswith(f"/pods/{ta.pod_name}/all.log")
+            assert len(ta.ports["p"]) == 2
+    # No host port is given twice across the jobs' tasks.
+    given = [port for ta in TaskAttempt.objects.all() for values in ta.ports.values() for port in values]
+    assert len(given) == len(set(given))

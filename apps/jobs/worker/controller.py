@@ -1077,22 +1077,11 @@ class Controller:
             for attempt, (_job, placement, _ports, _index) in zip(attempts, planned)
             for pod in placement["pods"]
         ], batch_size=1000)
-        state_dir = local_state_dir(self.cluster)
-        task_attempts = []
-        pods = ((job, placement, ports, index, pod) for job, placement, ports, index in planned for pod in placement["pods"])
-        for task, (job, _placement, ports, index, pod) in zip(tasks, pods):
-            name = launch.pod_name(launch.job_key(job), pod["task_role"], pod["index"], index, 0)
-            task_attempts.append(TaskAttempt(
-                task=task,
-                index=0,
-                pod_name=name,
-                node_name=pod["node"],
-                device_indices=list(pod["devices"]),
-                ip=node_ips.get(pod["node"]),
-                ports=ports[(pod["task_role"], pod["index"])],
-                log_path=str(state_dir / "pods" / name / "all.log"),
-            ))
-        TaskAttempt.objects.bulk_create(task_attempts, batch_size=1000)
+        pods = ((job, ports, index, pod) for job, placement, ports, index in planned for pod in placement["pods"])
+        TaskAttempt.objects.bulk_create([
+            self._first_task_attempt(task, launch.job_key(job), index, pod, ports, node_ips)
+            for task, (job, ports, index, pod) in zip(tasks, pods)
+        ], batch_size=1000)
         now = timezone.now()
         bulk_set(Job, [
             Job(pk=job.pk, placement=placement, reservation=None, sub_state=JobSubState.ATTEMPT_CREATION_REQUESTED,
@@ -1100,6 +1089,21 @@ class Controller:
             for job, placement, _ports, _index in planned
         ], ["placement", "reservation", "sub_state", "state", "created_at", "wait_reason", "queue_position"])
         return len(planned)
+
+    def _first_task_attempt(self, task, key, index, pod, ports, node_ips):
+        """The first task attempt of `task` (attempt `index` of the job keyed `key`), on
+        the node and devices its placement gives `pod`, with the host ports allocated to it."""
+        name = launch.pod_name(key, pod["task_role"], pod["index"], index, 0)
+        return TaskAttempt(
+            task=task,
+            index=0,
+            pod_name=name,
+            node_name=pod["node"],
+            device_indices=list(pod["devices"]),
+            ip=node_ips.get(pod["node"]),
+            ports=ports[(pod["task_role"], pod["index"])],
+            log_path=str(local_state_dir(self.cluster) / "pods" / name / "all.log"),
+        )
 
     def _persist_placement(self, job, allocation):
         node_ips = self._node_ips()
@@ -1116,25 +1120,14 @@ class Controller:
                 job=locked, index=index, state=JobState.WAITING, sub_state=JobSubState.ATTEMPT_CREATION_REQUESTED
             )
             key = launch.job_key(job)
-            state_dir = local_state_dir(self.cluster)
             # Two INSERTs for the gang, not two per pod.
             tasks = Task.objects.bulk_create(
                 [Task(job_attempt=attempt, task_role=pod["task_role"], index=pod["index"]) for pod in placement["pods"]]
             )
-            task_attempts = []
-            for task, pod in zip(tasks, placement["pods"]):
-                name = launch.pod_name(key, pod["task_role"], pod["index"], index, 0)
-                task_attempts.append(TaskAttempt(
-                    task=task,
-                    index=0,
-                    pod_name=name,
-                    node_name=pod["node"],
-                    device_indices=list(pod["devices"]),
-                    ip=node_ips.get(pod["node"]),
-                    ports=ports[(pod["task_role"], pod["index"])],
-                    log_path=str(state_dir / "pods" / name / "all.log"),
-                ))
-            TaskAttempt.objects.bulk_create(task_attempts)
+            TaskAttempt.objects.bulk_create([
+                self._first_task_attempt(task, key, index, pod, ports, node_ips)
+                for task, pod in zip(tasks, placement["pods"])
+            ])
             now = timezone.now()
             Job.objects.filter(pk=job.pk).update(
                 placement=placement,
