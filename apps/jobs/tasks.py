@@ -2,7 +2,7 @@
 
 import time
 
-from django.db import transaction
+from pai import schedules
 
 from . import notifications
 from .retention import delete_expired_jobs
@@ -46,14 +46,7 @@ def resend_job_notifications():
 
 def ensure_schedules():
     """Create or correct the jobs schedules by name; running it again changes nothing."""
-    from django_q.models import Schedule
-
-    with transaction.atomic():
-        for name, (func, minutes) in SCHEDULES.items():
-            Schedule.objects.update_or_create(
-                name=name,
-                defaults={"func": func, "schedule_type": Schedule.MINUTES, "minutes": minutes, "repeats": -1},
-            )
+    schedules.ensure(SCHEDULES)
 
 
 KICK_WINDOW_SECONDS = 10

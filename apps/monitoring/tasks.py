@@ -1,7 +1,7 @@
 """django-q2 entry points of monitoring: the idle-GPU rule's e-mails, and the schedule
 that hands out again what a lost task left unsent."""
 
-from django.db import transaction
+from pai import schedules
 
 from . import idle
 
@@ -20,11 +20,4 @@ def resend_idle_gpu_notices():
 
 def ensure_schedules():
     """Create or correct the monitoring schedules by name; running it again changes nothing."""
-    from django_q.models import Schedule
-
-    with transaction.atomic():
-        for name, (func, minutes) in SCHEDULES.items():
-            Schedule.objects.update_or_create(
-                name=name,
-                defaults={"func": func, "schedule_type": Schedule.MINUTES, "minutes": minutes, "repeats": -1},
-            )
+    schedules.ensure(SCHEDULES)

@@ -1,6 +1,6 @@
 """django-q2 entry points and the schedules that run them."""
 
-from django.db import transaction
+from pai import schedules
 
 from . import services
 
@@ -48,19 +48,4 @@ def rotation_handoffs():
 
 def ensure_schedules():
     """Create or correct the on-call schedules by name; running it again changes nothing."""
-    from django_q.models import Schedule
-
-    with transaction.atomic():
-        for name, (func, minutes) in SCHEDULES.items():
-            schedule = Schedule.objects.filter(name=name).first()
-            if schedule is None:
-                Schedule.objects.create(
-                    name=name, func=func, schedule_type=Schedule.MINUTES, minutes=minutes, repeats=-1
-                )
-            elif (schedule.func, schedule.schedule_type, schedule.minutes, schedule.repeats) != (
-                func, Schedule.MINUTES, minutes, -1,
-            ):
-                schedule.func, schedule.schedule_type, schedule.minutes, schedule.repeats = (
-                    func, Schedule.MINUTES, minutes, -1,
-                )
-                schedule.save()
+    schedules.ensure(SCHEDULES)

@@ -7,6 +7,8 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
+from pai import schedules
+
 from .models import OnboardingEmail
 
 logger = logging.getLogger(__name__)
@@ -76,11 +78,4 @@ def retry_onboarding_emails(now=None):
 
 def ensure_schedules():
     """Create or correct the tenants app's schedules by name; running it again changes nothing."""
-    from django_q.models import Schedule
-
-    with transaction.atomic():
-        for name, (func, minutes) in SCHEDULES.items():
-            Schedule.objects.update_or_create(
-                name=name,
-                defaults={"func": func, "schedule_type": Schedule.MINUTES, "minutes": minutes, "repeats": -1},
-            )
+    schedules.ensure(SCHEDULES)
