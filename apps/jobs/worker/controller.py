@@ -318,7 +318,7 @@ class Controller:
         # Observing first: the node changes it delivers reach the engine before this cycle places.
         for step in (self.observe, self.delete_finished_pods, self.sync_node_health,
                      lambda: self.advance_jobs(full=full), lambda: self.schedule(now), self.create_missing_pods,
-                     lambda: self.create_retried_pods(full=full), self.advance_jobs):
+                     lambda: self.create_retried_pods(full=full), lambda: self.advance_jobs(full=full)):
             self._guard(write=False)
             step()
 
