@@ -2,7 +2,7 @@
 
 from django.urls import reverse
 
-from apps.clusters.models import Cluster
+from apps.clusters.models import DEFAULT_API_BURST, DEFAULT_API_QPS, Cluster
 from apps.jobs.worker.backends import backend_for
 
 
@@ -26,7 +26,7 @@ def test_admin_sets_the_rate_and_refuses_a_bad_one(world, client):
     assert page.status_code == 200 and b'name="api_qps"' in page.content and b'name="api_burst"' in page.content
     response = client.post(url, cluster_form(world.cluster, api_qps="0", api_burst="5"))
     assert response.status_code == 200 and "api_qps" in response.context["adminform"].form.errors
-    assert Cluster.objects.get(pk=world.cluster.pk).api_qps == 100.0
+    assert Cluster.objects.get(pk=world.cluster.pk).api_qps == world.cluster.api_qps == DEFAULT_API_QPS
     response = client.post(url, cluster_form(world.cluster, api_qps="40", api_burst="80"))
     assert response.status_code == 302, response.context["adminform"].form.errors
     cluster = Cluster.objects.get(pk=world.cluster.pk)
@@ -45,3 +45,10 @@ def test_the_worker_client_takes_the_cluster_rate(world, kube_cluster):
         assert 0.05 < bucket.take() <= 1 / 7.5 + 0.01
     finally:
         backend.close()
+
+
+def test_a_new_cluster_gets_a_rate_for_a_thousand_nodes(db):
+    # 10,000 pods cost ~30,000 requests (create, log, delete): at the default rate they take
+    # 150 s, inside the 5 minutes such a start-and-end should take.
+    cluster = Cluster.objects.create(name="fresh", backend="kubernetes", connection="in-cluster")
+    assert (cluster.api_qps, cluster.api_burst) == (DEFAULT_API_QPS, DEFAULT_API_BURST) == (200.0, 400)

@@ -26,7 +26,7 @@ from .serializers import CellTypeSerializer, ClusterSerializer, NodeSerializer, 
 
 CLUSTER_EXAMPLE = OpenApiExample("Cluster", response_only=True, value={
     "name": "local", "cluster_class": "production", "backend": "local", "description": "",
-    "api_qps": 100.0, "api_burst": 200, "created_at": "2026-12-01T09:00:00Z", "api_available": True, "api_unavailable_since": None, "api_error": ""})
+    "api_qps": 200.0, "api_burst": 400, "created_at": "2026-12-01T09:00:00Z", "api_available": True, "api_unavailable_since": None, "api_error": ""})
 CELL_TYPE_EXAMPLE = OpenApiExample("Cell type", response_only=True, value={
     "name": "A100-NODE", "child": "A100-SWITCH", "child_count": 4, "is_node_level": True, "gpu": 1, "cpu": 1.0,
     "memory_mb": 1024, "device_resource": "nvidia.com/gpu"})
