@@ -19,7 +19,6 @@ so a gang's pods are not split between cycles); the rest waits for the next cycl
 """
 
 import hashlib
-import json
 import logging
 import os
 import signal
@@ -27,7 +26,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import asdict
+from dataclasses import fields
 from datetime import UTC, datetime
 
 from django.conf import settings
@@ -120,7 +119,26 @@ def failpoint(name):
 
 
 def placement_json(allocation):
-    return json.loads(json.dumps(asdict(allocation)))
+    """The allocation as the JSON document a job keeps (`Job.placement`): its dataclasses as
+    dicts, tuples as lists. Written out field by field: ``asdict`` deep-copies every value
+    and a JSON round trip on top of it cost more than persisting the placement."""
+    return _plain(allocation)
+
+
+def _plain(value):
+    if isinstance(value, (tuple, list)):
+        return [_plain(item) for item in value]
+    if isinstance(value, dict):
+        return {str(key): _plain(item) for key, item in value.items()}
+    names = _FIELDS.get(type(value))
+    if names is not None:
+        return {name: _plain(getattr(value, name)) for name in names}
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    raise TypeError(f"{type(value).__name__} in a placement is not JSON")
+
+
+_FIELDS = {cls: tuple(f.name for f in fields(cls)) for cls in (Allocation, PodPlacement)}
 
 
 def allocation_from_json(data):
@@ -128,7 +146,7 @@ def allocation_from_json(data):
         PodPlacement(**{**pod, "devices": tuple(pod["devices"]), "cell_chain": tuple(pod["cell_chain"])})
         for pod in data["pods"]
     )
-    return Allocation(**{**data, "pods": pods})
+    return Allocation(**{**data, "pods": pods, "victims": tuple(data.get("victims") or ())})
 
 
 def engine_job_id(job_pk):
