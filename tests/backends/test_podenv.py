@@ -10,6 +10,7 @@ from scheduler.podenv import (
     TaskRoleInfo,
     requested_ports,
     task_environment,
+    task_environments,
 )
 
 JOB = JobInfo(
@@ -59,6 +60,17 @@ def test_every_task_sees_the_same_job_wide_variables():
     second = task_environment(JOB, ADDRESSES, "worker", 0)
     own = {"PAI_CURRENT_TASK_ROLE_NAME", "PAI_CURRENT_TASK_ROLE_CURRENT_TASK_INDEX", "PAI_TASK_INDEX"}
     assert {k: v for k, v in first.items() if k not in own} == {k: v for k, v in second.items() if k not in own}
+
+
+def test_the_environments_of_all_tasks_at_once_are_each_tasks_own():
+    everyone = task_environments(JOB, ADDRESSES)
+    assert set(everyone) == {("ps", 0), ("worker", 0), ("worker", 1)}
+    for (role, index), env in everyone.items():
+        assert env == task_environment(JOB, ADDRESSES, role, index)
+    everyone[("ps", 0)]["PAI_JOB_NAME"] = "changed"  # each task's dict is its own
+    assert everyone[("worker", 0)]["PAI_JOB_NAME"] == "alice~mnist"
+    with pytest.raises(ValueError, match=r"taskRoles.worker: task 1 has no address"):
+        task_environments(JOB, ADDRESSES[:2])
 
 
 def test_a_task_without_an_address_or_an_unknown_task_is_refused():

@@ -131,6 +131,7 @@ def pod_specs(job, attempt_index, task_attempts, placement, node_ips, gpus_per_l
     image_auth = secret.image_auth if secret is not None else {}
     files = secret_files(secret)
     mounts = storage_mounts(job)
+    environments = podenv.task_environments(info, addresses)
     specs = []
     for ta, task in task_attempts:
         role = roles[task.task_role]
@@ -138,7 +139,10 @@ def pod_specs(job, attempt_index, task_attempts, placement, node_ips, gpus_per_l
         launch = job.launch["taskRoles"][task.task_role]
         pod = by_task[(task.task_role, task.index)]
         auth = image_auth.get(role.get("dockerImage"))
-        env = podenv.task_environment(info, addresses, task.task_role, task.index)
+        env = environments.get((task.task_role, task.index))
+        if env is None:  # a task the job's document does not have
+            env = podenv.task_environment(info, addresses, task.task_role, task.index)  # raises, naming it
+        env = dict(env)
         if files:
             # Where the container sees them; a backend without containers sets its own directory.
             env[SECRETS_DIR_ENV] = SECRETS_MOUNT_PATH
