@@ -12,6 +12,9 @@ import pytest
 import yaml
 from rest_framework.test import APIClient
 
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
 from apps.clusters.models import Node
 from apps.jobs.models import Job, JobEvent, TaskAttempt, TaskLog
 from apps.jobs.worker.launch import job_key
@@ -386,3 +389,20 @@ def test_cancelling_a_planned_preemption_leaves_the_victim_running(world, drive,
     pods = kubelet.pods(**{"pai.job": job_key(victim)})
     assert len(pods) == 2 and not any(p["metadata"].get("deletionTimestamp") for p in pods)
     assert Job.objects.get(pk=urgent.pk).state == "STOPPED"
+
+
+def test_what_the_feed_says_of_an_ended_pod_costs_no_lookup(world, drive, kubelet, kube_server, submit):
+    # Once a task attempt's end is stored, its pod's deletion changes nothing: the worker
+    # does not look the pod up again (at 10,000 pods those lookups were a third of a cycle).
+    job = submit(world.a_member, job_yaml("short", roles={"main": {"instances": 2, "gpu": 1, "commands": ["true"]}}))
+    drive.wait_for_state(job, "RUNNING")
+    for pod in kubelet.pods(**{"pai.job": job_key(job)}):
+        kubelet.finish(pod, 0)
+    assert drive.wait_for_state(job, "SUCCEEDED").state == "SUCCEEDED"
+    names = set(TaskAttempt.objects.filter(task__job_attempt__job=job).values_list("pod_name", flat=True))
+    with CaptureQueriesContext(connection) as queries:
+        drive.run_until(lambda: not kubelet.pods(**{"pai.job": job_key(job)}))
+        drive.worker.cycle()  # the deletions are in the feed now
+    lookups = [q["sql"] for q in queries if "jobs_taskattempt" in q["sql"] and any(name in q["sql"] for name in names)]
+    assert lookups == []
+    assert Job.objects.get(pk=job.pk).state == "SUCCEEDED"

@@ -219,6 +219,10 @@ class Controller:
         self._prefetched = {}  # pod name → the end of its log, read ahead (apply_observations)
         self._configuration_fresh = False  # read in this cycle
         self._finished_pods = {}  # name → UID: ended pods (their end stored) still to delete
+        # name → UID of pods whose task attempt this controller completed, until they are
+        # gone: what the feed still says of them (the deletion) changes nothing, so it is
+        # not looked up in the database.
+        self._ended = {}
         # Pods this cycle may still create (PAI_SCHEDULER_MAX_POD_CREATIONS_PER_CYCLE).
         self._creations_left = settings.PAI_SCHEDULER_MAX_POD_CREATIONS_PER_CYCLE
 
@@ -365,6 +369,7 @@ class Controller:
         """After a relist: pods we recorded as created that are not live any more vanished."""
         names = {o.name for o in live}
         self._live = set(names)
+        self._ended = {}
         missing = (
             TaskAttempt.objects.filter(task__job_attempt__job__virtual_cluster__cluster=self.cluster)
             .filter(completed_at__isnull=True)
@@ -393,6 +398,12 @@ class Controller:
                 self._live.discard(observation.name)
             else:
                 self._live.add(observation.name)
+        for name, observation in list(latest.items()):
+            uid = self._ended.get(name)
+            if uid is not None and uid == observation.uid:
+                del latest[name]
+                if observation.deleted:
+                    del self._ended[name]
         if not latest:
             return
         attempts = {}
@@ -625,6 +636,9 @@ class Controller:
                 [TaskLog(task_attempt_id=pk, text=text, truncated=truncated) for pk, (text, truncated) in (logs or {}).items()],
                 batch_size=1000, ignore_conflicts=True,
             )
+        for ta in done:
+            if ta.pod_uid and ta.pod_name in self._live:
+                self._ended[ta.pod_name] = ta.pod_uid
 
     @staticmethod
     def _attempts_retrying_tasks(completions):
