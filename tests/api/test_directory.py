@@ -216,10 +216,10 @@ def test_platform_admins_change_the_inventory(world, clients):
     assert AuditEntry.objects.filter(action="cluster.create", actor=world.root).exists()
     response = root.patch("/api/v2/clusters/gpu2/", {"description": "staging"}, format="json")
     assert response.status_code == 200 and response.json()["description"] == "staging"
-    assert (response.json()["api_qps"], response.json()["api_burst"]) == (100.0, 200)
-    response = root.patch("/api/v2/clusters/gpu2/", {"api_qps": 250, "api_burst": 400}, format="json")
-    assert response.status_code == 200 and (response.json()["api_qps"], response.json()["api_burst"]) == (250.0, 400)
-    assert (Cluster.objects.get(name="gpu2").api_qps, Cluster.objects.get(name="gpu2").api_burst) == (250.0, 400)
+    assert (response.json()["api_qps"], response.json()["api_burst"]) == (200.0, 400)
+    response = root.patch("/api/v2/clusters/gpu2/", {"api_qps": 250, "api_burst": 600}, format="json")
+    assert response.status_code == 200 and (response.json()["api_qps"], response.json()["api_burst"]) == (250.0, 600)
+    assert (Cluster.objects.get(name="gpu2").api_qps, Cluster.objects.get(name="gpu2").api_burst) == (250.0, 600)
     # Where the worker reads its pods' GPU utilisation (apps.monitoring.efficiency).
     assert response.json()["gpu_utilization_query"] == "DCGM_FI_DEV_GPU_UTIL"
     response = root.patch("/api/v2/clusters/gpu2/", {"prometheus_url": "http://prometheus.monitoring:9090",
