@@ -406,3 +406,18 @@ def test_what_the_feed_says_of_an_ended_pod_costs_no_lookup(world, drive, kubele
     lookups = [q["sql"] for q in queries if "jobs_taskattempt" in q["sql"] and any(name in q["sql"] for name in names)]
     assert lookups == []
     assert Job.objects.get(pk=job.pk).state == "SUCCEEDED"
+
+
+def test_a_created_pod_that_still_waits_costs_no_lookup_and_its_start_is_seen(world, drive, kubelet, kube_server, submit):
+    job = submit(world.a_member, job_yaml("waits", roles={"main": {"instances": 2, "gpu": 1, "commands": ["true"]}}))
+    drive.worker.cycle()  # placed and created
+    pods = kubelet.pods(**{"pai.job": job_key(job)})
+    assert len(pods) == 2 and {p["status"]["phase"] for p in pods} == {"Pending"}
+    names = {p["metadata"]["name"] for p in pods}
+    with CaptureQueriesContext(connection) as queries:
+        drive.worker.cycle()  # the feed reports them, waiting: nothing new
+    lookups = [q["sql"] for q in queries if "jobs_taskattempt" in q["sql"] and any(name in q["sql"] for name in names)]
+    assert lookups == []
+    # Their start is news: it is looked up and applied.
+    assert drive.wait_for_state(job, "RUNNING").state == "RUNNING"
+    assert set(TaskAttempt.objects.filter(pod_name__in=names).values_list("state", flat=True)) == {"RUNNING"}

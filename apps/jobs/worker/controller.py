@@ -118,6 +118,16 @@ def failpoint(name):
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+def _still_waiting(observation):
+    """A pod that waits to start and says nothing the worker acts on (no IP, no start,
+    no end, no deletion, no container reason such as a failed image pull)."""
+    return (
+        observation.phase == "Pending" and not observation.ip and not observation.started_at
+        and not observation.container_reason and not observation.reason
+        and not observation.deletion_requested and not observation.deleted
+    )
+
+
 def placement_json(allocation):
     """The allocation as the JSON document a job keeps (`Job.placement`): its dataclasses as
     dicts, tuples as lists. Written out field by field: ``asdict`` deep-copies every value
@@ -223,6 +233,9 @@ class Controller:
         # gone: what the feed still says of them (the deletion) changes nothing, so it is
         # not looked up in the database.
         self._ended = {}
+        # name → UID of pods this controller created (their UID stored) that were not seen
+        # past Pending yet: an observation that they still wait tells nothing new either.
+        self._waiting = {}
         # Pods this cycle may still create (PAI_SCHEDULER_MAX_POD_CREATIONS_PER_CYCLE).
         self._creations_left = settings.PAI_SCHEDULER_MAX_POD_CREATIONS_PER_CYCLE
 
@@ -369,7 +382,7 @@ class Controller:
         """After a relist: pods we recorded as created that are not live any more vanished."""
         names = {o.name for o in live}
         self._live = set(names)
-        self._ended = {}
+        self._ended, self._waiting = {}, {}
         missing = (
             TaskAttempt.objects.filter(task__job_attempt__job__virtual_cluster__cluster=self.cluster)
             .filter(completed_at__isnull=True)
@@ -404,6 +417,11 @@ class Controller:
                 del latest[name]
                 if observation.deleted:
                     del self._ended[name]
+                continue
+            uid = self._waiting.pop(name, None)
+            if uid is not None and uid == observation.uid and _still_waiting(observation):
+                del latest[name]
+                self._waiting[name] = uid
         if not latest:
             return
         attempts = {}
@@ -1342,6 +1360,8 @@ class Controller:
             return True
         ta.pod_uid = observation.uid
         self._live.add(spec.name)
+        if not ta.started_at:
+            self._waiting[spec.name] = observation.uid
         return True
 
     def create_retried_pods(self, full=True):
