@@ -54,8 +54,8 @@ class PhysicalCellAdmin(PlatformAdmin):
 
 @admin.register(Node)
 class NodeAdmin(PlatformAdmin):
-    list_display = ("name", "cluster", "ip", "ready", "schedulable", "gpu_capacity", "gpu_used_by_others", "cpu_capacity",
-                    "updated_at")
-    readonly_fields = ("gpu_used_by_others",)
+    list_display = ("name", "cluster", "ip", "ready", "schedulable", "gpu_capacity", "gpu_used_by_others",
+                    "cells_used_by_others", "cpu_capacity", "updated_at")
+    readonly_fields = ("gpu_used_by_others", "cells_used_by_others")
     list_filter = ("cluster", "ready", "schedulable")
     search_fields = ("name", "ip")

@@ -175,6 +175,13 @@ class Node(models.Model):
         "GPUs used by others", default=0, editable=False,
         help_text="Devices held by pods pai does not manage (other schedulers, daemons).",
     )
+    # What the engine takes as used by others: the leaf cells whose devices those pods hold,
+    # or whose CPU or memory they take beyond what the node keeps spare.
+    cells_used_by_others = models.PositiveIntegerField(
+        "cells used by others", default=0, editable=False,
+        help_text="Leaf cells pai cannot use: pods it does not manage hold their devices, or take the CPU or "
+        "memory they need beyond what the node has spare (allocatable less the node's leaf cells).",
+    )
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:

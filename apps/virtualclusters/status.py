@@ -63,7 +63,7 @@ def cluster_state(cluster):
         elif reservation is not None:
             allocations.append(allocation_from_json(reservation))
     engine.restore(allocations)
-    nodes = Node.objects.filter(cluster=cluster).values_list("name", "ready", "schedulable", "gpu_used_by_others")
+    nodes = Node.objects.filter(cluster=cluster).values_list("name", "ready", "schedulable", "cells_used_by_others")
     for name, ready, schedulable, used_by_others in nodes:
         if name in engine.topology.nodes:  # a node the backend reports but no cell describes holds nothing
             engine.set_node_health(name, ready and schedulable)

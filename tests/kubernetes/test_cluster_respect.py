@@ -2,10 +2,13 @@
 requests, cordons, taints and NotReady nodes keep pai's pods off a node; the dedicated
 taint does not; a WaitForFirstConsumer claim gets its volume where the pod runs."""
 
+from types import SimpleNamespace
+
 import pytest
 
 from apps.clusters.models import Node
 from apps.jobs.models import Job, TaskAttempt
+from apps.jobs.worker.backends import cells_used_by_others
 from scheduler.backends import PodSpec, StorageMount, TransientCreationError
 from tests.worker.conftest import Worker, job_yaml, submit  # noqa: F401 (submit is a fixture)
 
@@ -134,3 +137,47 @@ def test_a_wait_for_first_consumer_claim_gets_its_volume_on_the_pods_node(kube_s
         assert kube_server.run_pod("pai-team-x", created.name) is None
     finally:
         backend.close()
+
+
+def test_another_pods_cpu_keeps_pai_off_the_cells_it_takes(world, kube_cluster, kube_server, drive, submit):
+    # gpu-node-1..4 each have 64 CPUs for 8 leaf cells of 8 CPUs (no spare). A pod pai does
+    # not manage takes 20 CPUs of gpu-node-1 and no device: 5 of its cells are left.
+    for name in ("gpu-node-2", "gpu-node-3", "gpu-node-4"):
+        kube_server.set_node_unschedulable(name)
+    kube_server.create_object("pods", other_pod("etl", "gpu-node-1", 0, cpu="20"), namespace="default")
+    kube_server.run_pod("default", "etl")
+    drive.worker.cycle()
+    node = Node.objects.get(cluster=kube_cluster, name="gpu-node-1")
+    assert (node.gpu_used_by_others, node.cells_used_by_others) == (0, 3)
+    assert len(drive.worker.controller.engine.node_status("gpu-node-1").used) == 3
+
+    # A whole node does not fit there now: it waits, and no pod is tried (pai's 8 pods of
+    # 8 CPUs would not fit beside the other pod's 20).
+    whole = submit(world.a_member, job_yaml("whole", roles={"main": {"gpu": 8, "commands": ["true"]}}))
+    for _ in range(3):
+        drive.worker.cycle()
+    assert Job.objects.get(pk=whole.pk).state == "WAITING"
+    assert not TaskAttempt.objects.filter(task__job_attempt__job=whole).exists()
+    # Five cells do.
+    five = submit(world.a_member, job_yaml("five", roles={"main": {"gpu": 5, "commands": ["true"]}}))
+    five = drive.wait_for_state(five, "RUNNING")
+    assert node_of(five) == "gpu-node-1"
+
+    # The other pod ends: its cells come back (the whole node still waits for the five).
+    kube_server.finish_pod("default", "etl", 0)
+    drive.run_until(lambda: Node.objects.get(cluster=kube_cluster, name="gpu-node-1").cells_used_by_others == 0)
+    assert len(drive.worker.controller.engine.node_status("gpu-node-1").used) == 5
+
+
+def test_a_nodes_spare_cpu_is_spent_before_its_cells(world):
+    info = SimpleNamespace(name="gpu-node-1", gpu_used_by_others=0, cpu=72.0, cpu_used_by_others=8.0,
+                           memory_mb=524288, memory_mb_used_by_others=0)
+    assert cells_used_by_others(world.cluster, info) == 0  # 8 spare CPUs hold a DaemonSet's 8
+    info.cpu_used_by_others = 8.5
+    assert cells_used_by_others(world.cluster, info) == 1
+    info.cpu_used_by_others, info.gpu_used_by_others = 0.0, 2
+    assert cells_used_by_others(world.cluster, info) == 2
+    info.memory_mb_used_by_others = 524288  # all of it
+    assert cells_used_by_others(world.cluster, info) == 8
+    info.name = "unknown-node"
+    assert cells_used_by_others(world.cluster, info) == 2  # no cell describes it: its devices alone

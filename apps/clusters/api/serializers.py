@@ -55,7 +55,7 @@ class NodeSerializer(serializers.ModelSerializer):
     class Meta:
         model = Node
         fields = [
-            "name", "ip", "ready", "schedulable", "gpu_capacity", "gpu_used_by_others", "cpu_capacity",
-            "memory_mb_capacity", "labels", "updated_at",
+            "name", "ip", "ready", "schedulable", "gpu_capacity", "gpu_used_by_others", "cells_used_by_others",
+            "cpu_capacity", "memory_mb_capacity", "labels", "updated_at",
         ]
-        read_only_fields = ["gpu_used_by_others"]
+        read_only_fields = ["gpu_used_by_others", "cells_used_by_others"]

@@ -19,11 +19,13 @@ device indices through ``NVIDIA_VISIBLE_DEVICES`` instead of a device-plugin lim
 ``PAI_KUBE_DEDICATED_TAINT`` is the key of the taint of pai's GPU nodes, which pai's pods tolerate.
 """
 
+import math
+
 from django.conf import settings
 from django.core.exceptions import ImproperlyConfigured
 
 from apps.clusters.choices import BackendKind
-from apps.clusters.models import CellType, Node
+from apps.clusters.models import CellType, Node, PhysicalCell
 from apps.clusters.services import set_node_health
 from apps.monitoring import figures
 from apps.tenants.models import Tenant
@@ -100,13 +102,44 @@ def tenant_quota(cluster, namespace):
 
 
 def record_node(cluster, info):
-    """The node watch saw a change: keep the Node row's health and the devices other pods
-    hold there (the engine reads both)."""
+    """The node watch saw a change: keep the Node row's health, the devices other pods hold
+    there and the leaf cells they keep from pai (the engine reads health and cells)."""
     node = Node.objects.filter(cluster=cluster, name=info.name).first()
     if node is not None:
         set_node_health(node, ready=info.ready, schedulable=info.schedulable)
+        changes = {}
         if node.gpu_used_by_others != info.gpu_used_by_others:
-            Node.objects.filter(pk=node.pk).update(gpu_used_by_others=info.gpu_used_by_others)
+            changes["gpu_used_by_others"] = info.gpu_used_by_others
+        cells = cells_used_by_others(cluster, info)
+        if node.cells_used_by_others != cells:
+            changes["cells_used_by_others"] = cells
+        if changes:
+            Node.objects.filter(pk=node.pk).update(**changes)
+
+
+def cells_used_by_others(cluster, info):
+    """How many of the node's leaf cells pods pai does not manage keep from pai: those whose
+    devices they hold, and those whose CPU or memory they take. A node's allocatable CPU
+    and memory beyond its leaf cells' (what a DaemonSet's pods are meant to use) is spent
+    first: only what other pods take beyond it costs leaf cells. A node that is no
+    physical cell counts the devices alone."""
+    cell = PhysicalCell.objects.filter(cluster=cluster, address=info.name, cell_type__is_node_level=True).first()
+    if cell is None:
+        return info.gpu_used_by_others
+    types = {t.pk: t for t in CellType.objects.filter(cluster=cluster)}
+    leaf, leaves = types[cell.cell_type_id], 1
+    while leaf.child_id is not None:
+        leaves *= leaf.child_count
+        leaf = types[leaf.child_id]
+    taken = -(-info.gpu_used_by_others // leaf.gpu) if leaf.gpu else 0
+    for per_leaf, allocatable, used in (
+        (leaf.cpu, info.cpu, info.cpu_used_by_others),
+        (leaf.memory_mb, info.memory_mb, info.memory_mb_used_by_others),
+    ):
+        if per_leaf > 0 and used > 0 and allocatable > 0:
+            fit = max(0, math.floor((allocatable - used) / per_leaf + 1e-9))
+            taken = max(taken, leaves - min(leaves, fit))
+    return min(leaves, taken)
 
 
 def kubernetes_backend(cluster, guard=None):

@@ -333,9 +333,9 @@ class Controller:
 
     def sync_node_health(self):
         """Node health, and the devices other pods hold, from the Node rows to the engine."""
-        for node in Node.objects.filter(cluster=self.cluster).only("name", "ready", "schedulable", "gpu_used_by_others"):
+        for node in Node.objects.filter(cluster=self.cluster).only("name", "ready", "schedulable", "cells_used_by_others"):
             self.engine.set_node_health(node.name, node.healthy)
-            self.engine.set_node_foreign_use(node.name, node.gpu_used_by_others)
+            self.engine.set_node_foreign_use(node.name, node.cells_used_by_others)
 
     # -- the cycle -------------------------------------------------------------------
 
