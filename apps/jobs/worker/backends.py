@@ -123,6 +123,8 @@ def cells_used_by_others(cluster, info):
     and memory beyond its leaf cells' (what a DaemonSet's pods are meant to use) is spent
     first: only what other pods take beyond it costs leaf cells. A node that is no
     physical cell counts the devices alone."""
+    if not (info.gpu_used_by_others or info.cpu_used_by_others or info.memory_mb_used_by_others):
+        return 0  # the usual case: nothing to look up
     cell = PhysicalCell.objects.filter(cluster=cluster, address=info.name, cell_type__is_node_level=True).first()
     if cell is None:
         return info.gpu_used_by_others
