@@ -164,7 +164,8 @@ def add_racks():
             PhysicalCell.objects.create(cluster=cluster, cell_type=node_type, address=name, parent=rack)
             Node.objects.create(cluster=cluster, name=name, gpu_capacity=8, cpu_capacity=64,
                                 memory_mb_capacity=524288, ready=name != "gpu-7-7",
-                                gpu_used_by_others=2 if name == "gpu-7-6" else 0)
+                                gpu_used_by_others=2 if name == "gpu-7-6" else 0,
+                                cells_used_by_others=2 if name == "gpu-7-6" else 0)
     for n in range(8):
         PhysicalCell.objects.create(cluster=cluster, cell_type=cpu_node, address=f"cpu-{n}")
         Node.objects.create(cluster=cluster, name=f"cpu-{n}", cpu_capacity=32, memory_mb_capacity=131072)

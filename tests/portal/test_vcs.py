@@ -170,7 +170,8 @@ def test_the_queue_is_paged_and_the_page_costs_the_same_queries_whatever_its_len
 
 def test_cluster_page_groups_nodes_by_rack_and_counts_bad_devices(world):
     Node.objects.filter(name="gpu-node-4").update(ready=False)
-    Node.objects.filter(name="gpu-node-3").update(gpu_used_by_others=3)
+    # As the worker records another scheduler's pod holding 3 devices: the devices, and the cells they keep.
+    Node.objects.filter(name="gpu-node-3").update(gpu_used_by_others=3, cells_used_by_others=3)
     response = page(world.root, "/cluster/")
     assert response.status_code == 200
     html = response.content.decode()
