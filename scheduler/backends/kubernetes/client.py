@@ -318,15 +318,20 @@ class KubeApi:
     def get_pod(self, namespace: str, name: str) -> dict:
         return self._json(("", "pods", "get"), self.core.read_namespaced_pod, name, namespace)
 
-    def delete_pod(self, namespace: str, name: str, *, grace_seconds: int | None, uid: str | None) -> dict:
-        """Without ``grace_seconds`` the pod's own terminationGracePeriodSeconds applies."""
+    def delete_pod(self, namespace: str, name: str, *, grace_seconds: int | None, uid: str | None) -> None:
+        """Without ``grace_seconds`` the pod's own terminationGracePeriodSeconds applies. The
+        answer (the pod, being deleted) is read but not decoded: nothing uses it."""
         body = {"apiVersion": "v1", "kind": "DeleteOptions"}
         if grace_seconds is not None:
             body["gracePeriodSeconds"] = grace_seconds
         if uid:
             body["preconditions"] = {"uid": uid}
-        return self._json(("", "pods", "delete"), self._send, "DELETE", POD, {"namespace": namespace, "name": name},
-                          body=body)
+        response = self._raw(("", "pods", "delete"), self._send, "DELETE", POD, {"namespace": namespace, "name": name},
+                             body=body)
+        try:
+            response.data  # noqa: B018 (read to the end, so that the connection goes back to the pool)
+        finally:
+            response.release_conn()
 
     def list_pods(self, label_selector: str, field_selector: str = "", page: int = 500) -> tuple[list[dict], str]:
         """Every pod matching the selectors in all namespaces, paged; and the list's resourceVersion."""
