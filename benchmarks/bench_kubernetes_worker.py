@@ -52,6 +52,7 @@ from collections import Counter
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.hostspeed import host_speed  # noqa: E402
 from benchmarks.pgbench_db import database_url, recreate_database  # noqa: E402
 from benchmarks.worker_setup import build_cluster, build_team, job_text, setup_django  # noqa: E402
 
@@ -216,7 +217,8 @@ def main():
         from django.conf import settings
 
         print(f"worker + Kubernetes backend on PostgreSQL ({url.rsplit('/', 1)[-1]}), API test server in its own "
-              f"process, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}, client limit {QPS:,.0f} qps, "
+              f"process, {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}, host speed {host_speed():.2f} "
+              f"(benchmarks/hostspeed.py), client limit {QPS:,.0f} qps, "
               f"{settings.PAI_KUBE_CONCURRENCY} requests in flight, at most "
               f"{settings.PAI_SCHEDULER_MAX_PLACEMENTS_PER_CYCLE} placements and "
               f"{settings.PAI_SCHEDULER_MAX_POD_CREATIONS_PER_CYCLE} pod creations per cycle")

@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.hostspeed import host_speed  # noqa: E402
 from benchmarks.pgbench_db import database_url, recreate_database  # noqa: E402
 from benchmarks.worker_setup import build_cluster, build_team, job_text, setup_django  # noqa: E402
 
@@ -170,7 +171,8 @@ def main():
     recreate_database(url)
     with tempfile.TemporaryDirectory() as data_dir:
         setup_django(url, data_dir)
-        print(f"worker benchmark on PostgreSQL ({url.rsplit('/', 1)[-1]}), {os.cpu_count()} cores")
+        print(f"worker benchmark on PostgreSQL ({url.rsplit('/', 1)[-1]}), {os.cpu_count()} cores, "
+              f"host speed {host_speed():.2f} (benchmarks/hostspeed.py)")
         to_running, to_done, overall = bench_reconciler()
         print(f"reconciler: {JOBS} jobs × {PODS_PER_JOB} pods on {NODES} nodes")
         print(f"  Pending→Running  {to_running:8.0f} pod state changes/s")
