@@ -1071,24 +1071,31 @@ class Controller:
         for start in range(0, len(allocations), PERSIST_BATCH):
             self._guard(write=False)  # renews the lease when half of it is spent: placing thousands takes a while
             chunk = allocations[start:start + PERSIST_BATCH]
-            reserved = []
             try:
-                with transaction.atomic():
-                    persisted = self._persist_batch(chunk, jobs, node_ips, reserved)
+                self._persist_chunk(chunk, jobs, node_ips)
             except NOT_ONE_JOBS_FAILURE:
                 raise
             except Exception:
                 log.warning("cluster %s: placements persisted one job at a time after a failure", self.cluster.name,
                             exc_info=True)
-                for host, ports in reserved:
-                    self.ports.release(host, ports)
                 for allocation in chunk:
                     self._guard(write=False)
                     with self._isolated(jobs[allocation.job_id], allocation.job_id):
-                        self._persist_placement(jobs[allocation.job_id], allocation)
-                continue
-            for _job in range(persisted):
-                failpoint("after-placement-persisted")
+                        self._persist_chunk([allocation], jobs, node_ips)
+
+    def _persist_chunk(self, chunk, jobs, node_ips):
+        """One transaction for the chunk's placements; the host ports it reserved go back
+        to the allocator when it fails."""
+        reserved = []
+        try:
+            with transaction.atomic():
+                persisted = self._persist_batch(chunk, jobs, node_ips, reserved)
+        except Exception:
+            for host, ports in reserved:
+                self.ports.release(host, ports)
+            raise
+        for _job in range(persisted):
+            failpoint("after-placement-persisted")
 
     def _persist_batch(self, chunk, jobs, node_ips, reserved):
         ids = [jobs[allocation.job_id].pk for allocation in chunk]
@@ -1154,41 +1161,6 @@ class Controller:
             ports=ports[(pod["task_role"], pod["index"])],
             log_path=str(local_state_dir(self.cluster) / "pods" / name / "all.log"),
         )
-
-    def _persist_placement(self, job, allocation):
-        node_ips = self._node_ips()
-        placement = placement_json(allocation)
-        with transaction.atomic():
-            locked = Job.objects.select_for_update().get(pk=job.pk)
-            if locked.placement is not None or locked.state != JobState.WAITING or locked.execution_type != "START":
-                self.engine.release(allocation.job_id)
-                return
-            last = locked.attempts.order_by("-index").values_list("index", flat=True).first()
-            index = 0 if last is None else last + 1
-            ports = launch.allocate_ports(job, index, placement, node_ips, self.ports)
-            attempt = JobAttempt.objects.create(
-                job=locked, index=index, state=JobState.WAITING, sub_state=JobSubState.ATTEMPT_CREATION_REQUESTED
-            )
-            key = launch.job_key(job)
-            # Two INSERTs for the gang, not two per pod.
-            tasks = Task.objects.bulk_create(
-                [Task(job_attempt=attempt, task_role=pod["task_role"], index=pod["index"]) for pod in placement["pods"]]
-            )
-            TaskAttempt.objects.bulk_create([
-                self._first_task_attempt(task, key, index, pod, ports, node_ips)
-                for task, pod in zip(tasks, placement["pods"])
-            ])
-            now = timezone.now()
-            Job.objects.filter(pk=job.pk).update(
-                placement=placement,
-                reservation=None,
-                sub_state=JobSubState.ATTEMPT_CREATION_REQUESTED,
-                state=JobState.WAITING,
-                created_at=now,
-                wait_reason="",
-                queue_position=None,
-            )
-        failpoint("after-placement-persisted")
 
     @contextmanager
     def _isolated(self, job, engine_id=None):
@@ -1324,19 +1296,6 @@ class Controller:
                 raise failure
         return created
 
-    def _create_pod(self, ta, spec):
-        """Create the task attempt's pod; False when a transient error leaves it for the next cycle."""
-        self._guard()
-        try:
-            observation, error = self.backend.create_pod(spec), None
-        except (TransientCreationError, PermanentCreationError) as exc:
-            observation, error = None, exc
-        done = self._created(ta, spec, observation, error)
-        if error is None and ta.pod_uid == observation.uid:
-            TaskAttempt.objects.filter(pk=ta.pk).update(pod_uid=observation.uid)
-            failpoint("after-pod-created")
-        return done
-
     def _created(self, ta, spec, observation, error):
         """Record a creation's outcome (the pod's UID is left to the caller to write)."""
         try:
@@ -1403,5 +1362,5 @@ class Controller:
             for (ta, _task), spec in zip(pairs, specs):
                 if ta.index > 0 and not ta.pod_uid and not ta.completed_at:
                     self._creations_left -= 1
-                    if not self._create_pod(ta, spec):
+                    if not self._create_pods([(ta, spec)])[ta.pk]:
                         self._retried.add(attempt.pk)  # a transient error: again next cycle
