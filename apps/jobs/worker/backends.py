@@ -68,12 +68,13 @@ def local_nodes(cluster):
     ]
 
 
-def _leaves(cell_type):
-    """(leaf cell type, how many of it one cell of `cell_type` holds)."""
+def _leaves(cell_type, types=None):
+    """(leaf cell type, how many of it one cell of `cell_type` holds); `types`: the cluster's
+    cell types by id, read beforehand, else each child is read in turn."""
     count = 1
     while cell_type.child_id is not None:
         count *= cell_type.child_count
-        cell_type = cell_type.child
+        cell_type = cell_type.child if types is None else types[cell_type.child_id]
     return cell_type, count
 
 
@@ -129,10 +130,7 @@ def cells_used_by_others(cluster, info):
     if cell is None:
         return info.gpu_used_by_others
     types = {t.pk: t for t in CellType.objects.filter(cluster=cluster)}
-    leaf, leaves = types[cell.cell_type_id], 1
-    while leaf.child_id is not None:
-        leaves *= leaf.child_count
-        leaf = types[leaf.child_id]
+    leaf, leaves = _leaves(types[cell.cell_type_id], types)
     taken = -(-info.gpu_used_by_others // leaf.gpu) if leaf.gpu else 0
     for per_leaf, allocatable, used in (
         (leaf.cpu, info.cpu, info.cpu_used_by_others),
