@@ -5,6 +5,11 @@ with three differences from guardian's own mixin: only those who may share the o
 (`apps.accounts.sharing.may_share`) open them, anyone else gets 404 whatever their other
 admin rights; the only permission offered is the share (`view_<model>`); and every grant
 or revoke goes through the audited services in `apps.accounts.sharing`.
+
+The page of one user's or group's share is found by its id. It opens only for an account
+or group the requester sees, one holding a share of the object, or one the requester
+named on the object's page (kept in the session): walking the ids would otherwise name
+every team's users and groups.
 """
 
 from collections import OrderedDict
@@ -22,6 +27,13 @@ from guardian.admin import GuardedModelAdminMixin
 from guardian.shortcuts import get_groups_with_perms, get_perms_for_model, get_users_with_perms
 
 from . import sharing
+from .models import Group
+from .selectors import users_visible_to
+
+# Session key: the users and groups ("user:<id>", "group:<id>") the requester named on a
+# share page; the most recent few are kept.
+_NAMED = "pai-share-named"
+_NAMED_KEPT = 50
 
 
 def _share_codename(model):
@@ -104,9 +116,11 @@ class SharingAdminMixin(GuardedModelAdminMixin):
                 form.add_error("user" if picked_user else "group", f"A {obj._meta.verbose_name} is shared with "
                                f"{'users' if self._shares_with_users() else 'groups'} only.")
             elif form.is_valid():
-                if picked_user:
-                    return redirect(self._url("_manage_user", obj.pk, form.cleaned_data["user"].pk))
-                return redirect(self._url("_manage_group", obj.pk, form.cleaned_data["group"].pk))
+                kind = "user" if picked_user else "group"
+                target = form.cleaned_data[kind]
+                named = [key for key in request.session.get(_NAMED, []) if key != f"{kind}:{target.pk}"]
+                request.session[_NAMED] = [*named, f"{kind}:{target.pk}"][-_NAMED_KEPT:]
+                return redirect(self._url(f"_manage_{kind}", obj.pk, target.pk))
         context = self.get_obj_perms_base_context(request, obj)
         users = get_users_with_perms(obj, attach_perms=True, with_group_users=False)
         groups = get_groups_with_perms(obj, attach_perms=True)
@@ -132,11 +146,18 @@ class SharingAdminMixin(GuardedModelAdminMixin):
         request.current_app = self.admin_site.name
         return render(request, template, context)
 
+    @staticmethod
+    def _named(request, kind, target):
+        return f"{kind}:{target.pk}" in request.session.get(_NAMED, [])
+
     def obj_perms_manage_user_view(self, request, object_pk, user_id):
         obj = self._shared_object(request, object_pk)
         if not self._shares_with_users():
             raise Http404
         user = get_object_or_404(get_user_model(), pk=user_id)
+        if not (users_visible_to(request.user).filter(pk=user.pk).exists()
+                or obj.user_shares.filter(user=user).exists() or self._named(request, "user", user)):
+            raise Http404
         return self._manage(request, obj, user, ShareWithUserForm, self.get_obj_perms_manage_user_template(), "user")
 
     def obj_perms_manage_group_view(self, request, object_pk, group_id):
@@ -144,5 +165,8 @@ class SharingAdminMixin(GuardedModelAdminMixin):
         if self._shares_with_users():
             raise Http404
         group = get_object_or_404(AuthGroup, pk=group_id)
+        if not (Group.objects.visible_to(request.user).filter(pk=group.pk).exists()
+                or obj.group_shares.filter(group=group).exists() or self._named(request, "group", group)):
+            raise Http404
         return self._manage(request, obj, group, ShareWithGroupForm, self.get_obj_perms_manage_group_template(),
                             "group")

@@ -216,3 +216,30 @@ def test_bad_share_lists_are_refused_naming_the_field(shared_world, clients, bod
     response = clients["a_member"].put("/api/v2/jobs/a_member~private_job/shares", body, format="json")
     assert response.status_code == 400 and response.json()["message"].startswith(field)
     assert not shared_world.private_job.user_shares.exists()
+
+
+def test_the_share_pages_name_no_account_or_group_by_its_number(shared_world, client):
+    """A team admin walking the manage pages' ids (user 1, 2, 3…) learns no other team's user or
+    group name: only accounts and groups they see, that hold a share, or that they named open."""
+    from apps.accounts.models import Group
+
+    w = shared_world
+    hidden_group = Group.objects.create(name="team_b_private", tenant=w.tenant_b)
+    client.force_login(w.a_admin)
+    for obj, kind, target, name in ((w.private_job, "user", w.b_admin, "b_admin"),
+                                    (w.vc_a, "group", hidden_group, "team_b_private")):
+        walked = client.get(_permissions_url(obj, kind, target.pk))
+        assert walked.status_code == 404, (kind, walked.content[:300])
+        assert name not in walked.content.decode()
+        assert client.post(_permissions_url(obj, kind, target.pk), {"permissions": [f"view_{obj._meta.model_name}"]}
+                           ).status_code == 404
+    assert not Job.objects.readable_by(w.b_admin).filter(pk=w.private_job.pk).exists()
+    assert not w.vc_a.group_shares.filter(group=hidden_group).exists()
+    # Those holding a share open (to be unticked), and those the admin sees.
+    assert client.get(_permissions_url(w.shared_job, "user", w.b_member.pk)).status_code == 200
+    assert client.get(_permissions_url(w.vc_a, "group", w.group_b.pk)).status_code == 200
+    assert client.get(_permissions_url(w.private_job, "user", w.a_member.pk)).status_code == 200
+    # Naming one on the object's page opens its page, as before.
+    for obj, kind, name in ((w.private_job, "user", "b_admin"), (w.vc_a, "group", "team_b_private")):
+        named = client.post(_permissions_url(obj), {kind: name, f"submit_manage_{kind}": "1"})
+        assert named.status_code == 302 and client.get(named.url).status_code == 200
