@@ -141,3 +141,18 @@ def test_opening_an_incident_queues_its_page_at_once(oncall, hooks, receiver, ta
     with django_capture_on_commit_callbacks(execute=True):
         services.open_incident(title="Down", severity=0, source=IncidentSource.ALERT, cluster=oncall.cluster)
     assert len(mail.outbox) == 1 and len(receiver.posts) == 2  # no sweep needed
+
+
+def test_an_incidents_text_is_sent_as_written_never_run_as_a_template(oncall, hooks, receiver, settings):
+    # Issue 13, item 1: whoever reports an incident writes its title; it is data in every page.
+    title = "{{ settings.SECRET_KEY }} {% debug %} {% for u in users %}{{ u.password }}{% endfor %}"
+    services.open_incident(title=title, severity=1, source=IncidentSource.DRI, cluster=oncall.cluster,
+                           now=SATURDAY_3AM)
+    services.run_sla_sweep(SATURDAY_3AM)
+    [page] = mail.outbox
+    assert page.subject.endswith(f": {title}")
+    slack, teams = (next(body for path, _, body in receiver.posts if path.startswith(prefix))
+                    for prefix in ("/services", "/webhookb2"))
+    assert title in slack["text"] and teams["title"].endswith(title)
+    for text in (page.subject, page.body, json.dumps(receiver.posts)):
+        assert settings.SECRET_KEY not in text and "pbkdf2" not in text and "md5$" not in text
