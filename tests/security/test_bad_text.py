@@ -55,6 +55,17 @@ def test_a_delivery_of_only_bad_alerts_is_a_400_naming_them(intake):
     assert not Alert.objects.exists()
 
 
+def test_a_delivery_nested_twenty_thousand_deep_is_a_400_naming_the_bound(intake):
+    # Issue 13, item 2: every JSON input is read within the nesting bound, Alertmanager's too.
+    body = '{"version": "4", "alerts": [' + '{"a": ' * 20_000 + "1" + "}" * 20_000 + "]}"
+    response = APIClient().post("/api/v2/alerts/webhook", body, content_type="application/json",
+                                HTTP_AUTHORIZATION=f"Bearer {TOKEN}")
+
+    assert response.status_code == 400, response.content[:300]
+    assert response.json()["message"] == "JSON parse error - the body is nested more than 64 levels deep"
+    assert not Alert.objects.exists()
+
+
 def _upload(world, content):
     client = Client()
     client.force_login(world.a_admin)
