@@ -15,6 +15,7 @@ urlpatterns = [
     path("", jobs.home, name="home"),
     path("jobs/", jobs.job_list, name="job-list"),
     path("jobs/bulk", jobs.job_bulk, name="job-bulk"),
+    path("jobs/abnormal/", jobs.abnormal_job_list, name="abnormal-jobs"),
     re_path(JOB + r"/$", jobs.job_detail, name="job-detail"),
     re_path(JOB + r"/stop$", jobs.job_stop, name="job-stop"),
     re_path(

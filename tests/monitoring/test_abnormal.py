@@ -78,8 +78,30 @@ def test_cpu_use_stands_in_for_gpus_and_idle_or_long_jobs_are_abnormal_for_who_m
     client.force_login(world.root)
     text = client.get("/admin/monitoring/abnormalrunningjob/").content.decode()
     assert "sleeper" in text and "veteran" in text and "running for 6.0 days" in text and "spinner" not in text
+
+    # The portal's page: the same jobs for the same people, each with why and a stop button.
+    client.force_login(world.a_admin)
+    page = client.get("/jobs/abnormal/")
+    assert page.status_code == 200
+    rows = {r.split('"', 1)[0]: r for r in page.content.decode().split('<tr data-job="')[1:]}
+    assert list(rows) == ["a_member~sleeper"]
+    assert "GPU use below 2 % for 11 minutes" in rows["a_member~sleeper"]
+    assert 'formaction="/jobs/a_member~sleeper/stop"' in rows["a_member~sleeper"]
+    client.force_login(world.b_member)
+    rows = client.get("/jobs/abnormal/").content.decode().split('<tr data-job="')[1:]
+    assert [r.split('"', 1)[0] for r in rows] == ["b_member~veteran"]
+    assert "running for 6.0 days (more than 5)" in rows[0]
+    client.force_login(world.root)
+    rows = client.get("/jobs/abnormal/").content.decode().split('<tr data-job="')[1:]
+    assert [r.split('"', 1)[0] for r in rows] == ["b_member~veteran", "a_member~sleeper"]  # longest-running first
+    client.force_login(world.a_admin)
+    response = client.post("/jobs/a_member~sleeper/stop", {"next": "/jobs/abnormal/"})
+    assert (response.status_code, response["Location"]) == (302, "/jobs/abnormal/")
+    assert "No abnormal job." in client.get("/jobs/abnormal/").content.decode()  # stopping: no longer running
+    # The admin's stop action.
+    client.force_login(world.root)
     response = client.post("/admin/monitoring/abnormalrunningjob/",
-                           {"action": "stop_jobs", "_selected_action": [sleeper.pk, veteran.pk]})
+                           {"action": "stop_jobs", "_selected_action": [veteran.pk]})
     assert response.status_code == 302
     assert set(Job.objects.filter(pk__in=[sleeper.pk, veteran.pk]).values_list("execution_type", flat=True)) == {"STOP"}
     assert Job.objects.get(pk=spinner.pk).execution_type == "START"

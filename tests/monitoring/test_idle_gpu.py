@@ -26,7 +26,7 @@ from tests.kubernetes.test_worker import Driver
 from tests.kubeserver.fixtures import kube_server  # noqa: F401 (a fixture)
 from tests.worker.conftest import Worker, job_yaml, submit  # noqa: F401 (submit is a fixture)
 
-from .prometheus import wait_for
+from .prometheus import free_port, wait_for
 
 HOUR = timedelta(hours=1)
 
@@ -143,6 +143,17 @@ def test_idle_job_is_warned_then_stopped_exempt_and_busy_jobs_are_left_alone(
     body = client.get("/api/v2/jobs/a_member~exempt").json()["gpuEfficiency"]
     assert body["idleRule"]["exempt"] is True and body["percent"] == 0.0
     assert len(mail.outbox) == 2
+
+    # A source that does not answer, or answers an error, skips the round: no sample, no action.
+    samples = dict(JobGpuUse.objects.values_list("job_id", "samples"))
+    cluster.gpu_utilization_query = "DCGM_FI_DEV_GPU_UTIL{"  # not PromQL: Prometheus answers 400
+    cluster.save()
+    assert sample_cluster(cluster, now=t0 + 48 * HOUR) == {}
+    cluster.gpu_utilization_query, cluster.prometheus_url = "DCGM_FI_DEV_GPU_UTIL", f"http://127.0.0.1:{free_port()}"
+    cluster.save()
+    assert sample_cluster(cluster, now=t0 + 72 * HOUR) == {}
+    assert dict(JobGpuUse.objects.values_list("job_id", "samples")) == samples
+    assert len(mail.outbox) == 2 and Job.objects.get(pk=exempt.pk).execution_type == "START"
 
 
 def test_with_notify_the_team_admins_are_told_and_a_recovered_job_starts_a_new_spell(

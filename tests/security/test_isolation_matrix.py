@@ -406,6 +406,11 @@ PORTAL = {
         (302, 405, 405, 405, 405, 405),
     ('POST', 'jobs/bulk'):
         (302, 302, 302, 302, 302, 302),
+    # Abnormal jobs: each sees those they may stop (none in this world), never others'.
+    ('GET', 'jobs/abnormal'):
+        (302, 200, 200, 200, 200, 200),
+    ('POST', 'jobs/abnormal'):
+        (302, 405, 405, 405, 405, 405),
     ('GET', 'jobs/{username}~{name}'):
         (302, 200, 200, 404, 200, 200),
     ('POST', 'jobs/{username}~{name}'):

@@ -516,6 +516,31 @@ def job_bulk(request):
     return redirect(back)
 
 
+# --- abnormal jobs --------------------------------------------------------------------
+
+
+@login_required
+@require_GET
+def abnormal_job_list(request):
+    """OpenPAI's "abnormal jobs": the running jobs the user may stop that ran more than
+    PAI_ABNORMAL_JOB_DAYS days or stayed under PAI_ABNORMAL_GPU_PERCENT % GPU for
+    PAI_ABNORMAL_GPU_MINUTES minutes (`apps.monitoring.abnormal`), each with why and a stop
+    button. Platform admins see every team's, team admins their teams', members their own."""
+    from apps.monitoring.abnormal import abnormal_jobs
+
+    found = abnormal_jobs(request.user)
+    rows = [
+        {"found": item, "job": item.job, "key": item.job.framework_name, "url": job_url(item.job),
+         "stop_url": job_url(item.job, "portal:job-stop"),
+         "running_days": item.running_seconds / 86400 if item.running_seconds is not None else None}
+        for item in found
+    ]
+    return render(request, "portal/abnormal_jobs.html", {
+        "rows": rows, "here": request.get_full_path(), "days": settings.PAI_ABNORMAL_JOB_DAYS,
+        "percent": settings.PAI_ABNORMAL_GPU_PERCENT, "minutes": settings.PAI_ABNORMAL_GPU_MINUTES,
+    })
+
+
 # --- logs -----------------------------------------------------------------------------
 
 
