@@ -230,7 +230,7 @@ def test_rotation_calendar_shows_shifts_in_the_rotation_zone(client, on_shift):
     section = page[page.index('id="rotation-%d"' % berlin.pk):]
     section = section[: section.index("</section>")]
     assert "From (Europe/Berlin)" in section
-    assert section.count("<td>Mon ") == 16 and section.count(" 10:00</td>") == 16  # 8 shifts, local handoffs
+    assert section.count('">Mon ') == 16 and section.count(" 10:00</td>") == 16  # 8 shifts, local handoffs
 
 
 def test_admin_change_pages_render(client, on_shift):
