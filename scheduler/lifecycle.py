@@ -1,4 +1,4 @@
-"""Job lifecycle policy with FrameworkController's semantics (spec/jobs.md, "Lifecycle").
+"""Job lifecycle policy with FrameworkController's semantics.
 
 Pure decisions, data in and data out; the reconciler in the worker applies them:
 

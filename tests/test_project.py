@@ -54,6 +54,24 @@ def test_production_refuses_to_start_without_a_secret_key(tmp_path):
     assert "SECRET_KEY must be set" in result.stderr
 
 
+def test_production_refuses_to_start_without_its_public_address(tmp_path):
+    """E-mails and chat pages link pai's pages: in production they must not fall back to a
+    development address (issue 15), so the settings refuse to load without PAI_PUBLIC_URL."""
+    env = {k: v for k, v in deployment_env(os.environ).items() if k != "PAI_PUBLIC_URL"}
+    env.update({
+        "PAI_ENV": "production", "SECRET_KEY": "x" * 50, "ALLOWED_HOSTS": "pai.example.com",
+        "PAI_SECRETS_KEY": "uJ0o0Gd3Qm8m1Qb3yq7cT8PzG1d3nE6vV2wX9yZ0aB4=",
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
+    })
+    show = "import pai.settings as s; print(s.PAI_PUBLIC_URL)"
+    refused = subprocess.run([sys.executable, "-c", show], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert refused.returncode != 0
+    assert "PAI_PUBLIC_URL must be set when PAI_ENV=production" in refused.stderr
+    env["PAI_PUBLIC_URL"] = "https://pai.example.com/"
+    started = subprocess.run([sys.executable, "-c", show], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60)
+    assert (started.returncode, started.stdout.strip()) == (0, "https://pai.example.com"), started.stderr
+
+
 def test_a_development_box_makes_its_own_secret_key_once(tmp_path):
     # Never a published default: a random key per data directory, private, the same on
     # every start, and the one key of processes starting together (web and worker).

@@ -7,5 +7,6 @@ from . import login_views
 urlpatterns = [
     path("login/", login_views.SignInView.as_view(), name="login"),
     path("logout/", login_views.SignOutView.as_view(), name="logout"),
+    path("password_reset/", login_views.ForgotPasswordView.as_view(), name="password_reset"),
     path("time-zone/", login_views.time_zone, name="time-zone"),
 ]

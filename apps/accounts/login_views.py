@@ -12,6 +12,8 @@ from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme, urlencode
 from django.views.decorators.http import require_http_methods
 
+from pai.links import public_url
+
 from .forms import SignInForm
 
 
@@ -31,6 +33,21 @@ class SignInView(auth_views.LoginView):
             response.status_code = 429
             response["Retry-After"] = str(form.retry_after)
         return response
+
+
+class ForgotPasswordView(auth_views.PasswordResetView):
+    """"Forgot your password?": pai's own e-mail, its link at pai's public address (as the
+    onboarding e-mail's), not at whatever host name the request came in with."""
+
+    email_template_name = "registration/password_reset_email.txt"
+    subject_template_name = "registration/password_reset_subject.txt"
+
+    def form_valid(self, form):
+        self.extra_email_context = {
+            "public_url": public_url(self.request),
+            "link_days": max(1, settings.PASSWORD_RESET_TIMEOUT // 86400),
+        }
+        return super().form_valid(form)
 
 
 class SignOutView(auth_views.LogoutView):

@@ -1,4 +1,4 @@
-"""The physical side of the farm, in HiveD's terms (../shared/spec/scheduler.md).
+"""The physical side of the farm, in HiveD's terms (docs/scheduler.md).
 
 A leaf cell type is one device of a SKU; non-leaf cell types nest a child type; one
 level of each chain is the node level. Physical cells are the addressed instances.

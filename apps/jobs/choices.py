@@ -63,5 +63,5 @@ class EventType(models.TextChoices):
     WARNING = "Warning"
 
 
-# FrameworkController's exit code for a user stop (spec/jobs.md, exit spec table).
+# FrameworkController's exit code for a user stop (scheduler/exitspec.yaml).
 STOP_REQUESTED_EXIT_CODE = -210

@@ -72,7 +72,7 @@ def sla_report(incidents):
     return report
 
 
-def bar_chart(rows, metric, *, width=420, bar_height=22, gap=8, label_width=170):
+def bar_chart(rows, metric, *, width=360, bar_height=22, gap=8, label_width=150):
     """Geometry for an inline SVG bar chart of one metric: no script, no external assets."""
     values = [r[metric] for r in rows if r[metric] is not None]
     top = max(values) if values else 0

@@ -1,4 +1,4 @@
-"""FrameworkController's completion policy, as spec/jobs.md states it."""
+"""FrameworkController's completion policy, as OpenPAI documents it."""
 
 import pytest
 

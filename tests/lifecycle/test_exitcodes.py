@@ -1,11 +1,11 @@
-"""The exit spec classifies every row of spec/jobs.md's table from the inputs that
+"""The exit spec classifies every row of the exit spec's table from the inputs that
 produce it, with the documented precedence."""
 
 import pytest
 
 from scheduler.exitcodes import ExitSpec, classify, exit_spec, row
 
-# spec/jobs.md, "Exit spec": code -> type.
+# The exit spec (scheduler/exitspec.yaml): code -> type.
 SPEC_TABLE = {
     0: "succeeded",
     -101: "transient",

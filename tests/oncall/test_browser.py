@@ -104,6 +104,32 @@ def test_dri_acknowledges_updates_resolves_and_sees_the_dashboard(dri_world, liv
             assert all(w > 0 for w in widths)
             assert widths[3] == max(widths) and widths[1] == min(widths) and widths[0] < widths[2]
             page.screenshot(path=str(ARTIFACTS / "dashboard.png"), full_page=True)
+
+            # A 375 px phone: nothing wider than the screen, no table overflowing its box (the
+            # lists reflow into one card per row, each cell under its column's name), the header
+            # on three lines (name and user, the portal's links, the on-call links), charts legible.
+            page.set_viewport_size({"width": 375, "height": 800})
+            for name, path in (("incident-list", "/oncall/"), ("incident-detail", f"/oncall/incidents/{incident.pk}/"),
+                               ("rotations", "/oncall/rotations/"), ("dashboard", "/oncall/dashboard/"),
+                               ("status", "/oncall/status/"), ("report", "/oncall/incidents/new/")):
+                page.goto(f"{base}{path}")
+                fit = page.evaluate("""() => ({
+                    width: document.documentElement.scrollWidth,
+                    header_rows: new Set([...document.querySelectorAll('header strong, header a')]
+                        .map(e => Math.round(e.getBoundingClientRect().top))).size,
+                    overflowing: [...document.querySelectorAll('main table')].filter(t => t.scrollWidth > t.clientWidth)
+                        .map(t => t.id || t.className),
+                    chart_font: Math.min(...[...document.querySelectorAll('svg.chart')].map(svg =>
+                        13 * svg.getBoundingClientRect().width / svg.viewBox.baseVal.width)),
+                })""")
+                assert fit["width"] <= 375 and fit["overflowing"] == [], (path, fit)
+                assert fit["header_rows"] <= 3, (path, fit)
+                if name == "dashboard":
+                    assert fit["chart_font"] >= 11, fit  # 13 px labels, drawn no smaller than 11 px
+                page.screenshot(path=str(ARTIFACTS / f"{name}-375.png"), full_page=True)
+            page.goto(f"{base}/oncall/rotations/")
+            starts = page.locator("table.shifts td").nth(1)
+            assert starts.evaluate("td => getComputedStyle(td, '::before').content") == '"From: "'
         finally:
             browser.close()
 
@@ -111,5 +137,6 @@ def test_dri_acknowledges_updates_resolves_and_sees_the_dashboard(dri_world, liv
     incident = Incident.objects.get(pk=incident.pk)
     assert incident.status == IncidentStatus.RESOLVED and incident.acknowledged_by == dri_world.alice
     assert incident.timeline.filter(kind=TimelineKind.UPDATE, actor=dri_world.alice).exists()
-    for name in ("incident-list", "incident-detail-triggered", "incident-detail-resolved", "rotations", "report", "dashboard"):
+    for name in ("incident-list", "incident-detail-triggered", "incident-detail-resolved", "rotations", "report", "dashboard",
+                 "incident-list-375", "dashboard-375"):
         assert (ARTIFACTS / f"{name}.png").stat().st_size > 10_000

@@ -62,6 +62,18 @@ def test_list_filters(client, on_shift):
     assert "sev three" not in page and "No incidents match." in page
 
 
+def test_the_lists_refresh_themselves_and_the_forms_do_not(client, on_shift):
+    """The incident list and the status page reload every minute (their own address, filters
+    kept; no script needed); pages with forms being filled in never do."""
+    incident = open_alert_incident(on_shift)
+    client.force_login(on_shift.alice)
+    refresh = '<meta http-equiv="refresh" content="60">'
+    for path in ("/oncall/?severity=1", "/oncall/status/"):
+        assert refresh in client.get(path).content.decode(), path
+    for path in (f"/oncall/incidents/{incident.pk}/", "/oncall/incidents/new/", "/oncall/rotations/"):
+        assert 'http-equiv="refresh"' not in client.get(path).content.decode(), path
+
+
 def test_report_form_shows_severity_meanings_and_opens_a_report(client, on_shift):
     client.force_login(on_shift.a_member)
     form = client.get("/oncall/incidents/new/").content.decode()
@@ -230,7 +242,7 @@ def test_rotation_calendar_shows_shifts_in_the_rotation_zone(client, on_shift):
     section = page[page.index('id="rotation-%d"' % berlin.pk):]
     section = section[: section.index("</section>")]
     assert "From (Europe/Berlin)" in section
-    assert section.count("<td>Mon ") == 16 and section.count(" 10:00</td>") == 16  # 8 shifts, local handoffs
+    assert section.count('">Mon ') == 16 and section.count(" 10:00</td>") == 16  # 8 shifts, local handoffs
 
 
 def test_admin_change_pages_render(client, on_shift):

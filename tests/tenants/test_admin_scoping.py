@@ -283,3 +283,6 @@ def test_bulk_onboard_through_the_admin_reports_lines(world, client, django_capt
     assert response.status_code == 302
     assert set(Membership.objects.filter(tenant=world.tenant_a).values_list("user__username", flat=True)) >= {"fay", "gus"}
     assert len(mail.outbox) == 2
+    # gus is in no group that grants a VC: the team page names him after the upload.
+    page = client.get(response["Location"]).content.decode()
+    assert "1 of them are in no group that grants a virtual cluster and cannot submit jobs anywhere: gus." in page

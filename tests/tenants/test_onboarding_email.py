@@ -148,6 +148,31 @@ def test_the_sign_in_page_offers_a_password_reset_in_pais_own_pages(client, db):
     assert b"Forgot your password?" in reset.content and b"Django administration" not in reset.content
 
 
+def test_a_forgotten_password_is_reset_from_the_link_the_member_is_mailed(world, client, settings):
+    world.a_member.set_password("an-old-password-71")
+    world.a_member.save()
+    done = client.post(reverse("password_reset"), {"email": world.a_member.email}, follow=True)
+    assert done.status_code == 200 and b"Django administration" not in done.content
+    # An address nobody has gets the same answer and no mail.
+    client.post(reverse("password_reset"), {"email": "nobody@example.com"})
+    [message] = mail.outbox
+    assert message.to == [world.a_member.email] and message.subject == "[pai] Choose a new password"
+    assert f'your pai account "{world.a_member.username}"' in message.body and "testserver team" not in message.body
+    # Its links are at the address the member asked from (development), every one working.
+    links = _links(message.body)
+    assert links[1] == "http://testserver/accounts/login/"
+    [link] = [url for url in links if "/accounts/reset/" in url]
+    page = client.get(link.removeprefix("http://testserver"), follow=True)
+    assert b"Choose your password" in page.content
+    client.post(page.redirect_chain[-1][0], {"new_password1": "a-fresh-pass-5531", "new_password2": "a-fresh-pass-5531"})
+    assert client.login(username=world.a_member.username, password="a-fresh-pass-5531")
+    assert not client.login(username=world.a_member.username, password="an-old-password-71")
+    # In production, at PAI_PUBLIC_URL whatever host the request named.
+    settings.PAI_PUBLIC_URL = "https://pai.example.com"
+    client.post(reverse("password_reset"), {"email": world.a_member.email})
+    assert [url.split("/accounts/")[0] for url in _links(mail.outbox[-1].body)] == ["https://pai.example.com"] * 2
+
+
 # --- sent by tasks ----------------------------------------------------------------------------
 
 
