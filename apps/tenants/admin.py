@@ -36,8 +36,8 @@ class TenantAdmin(TenantScopedAdmin):
         (None, {"fields": ("name", "slug", "description", "contact_email")}),
         ("Jobs", {"fields": ("job_retention_days",)}),
         ("Rate limits", {"fields": ("job_submit_rate", "job_list_rate"),
-                         "description": "Per member: bursts of job submissions and job lists. Only platform "
-                                        "admins change them."}),
+                         "description": "Per member: job submissions and job lists, such as 20/second burst 300 "
+                                        "(300 at once, then 20 a second). Only platform admins change them."}),
         ("Idle GPUs", {"fields": ("idle_gpu_threshold_percent", "idle_gpu_hours", "idle_gpu_action", "idle_gpu_grace_hours")}),
         (
             "Onboarding e-mail",

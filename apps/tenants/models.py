@@ -7,10 +7,12 @@ from .mailtemplate import validate_text
 from .querysets import TenantOwnedQuerySet, TenantQuerySet
 
 
-# DRF's throttle rates: requests per second, minute, hour or day.
+# Throttle rates: requests per second, minute, hour or day, and optionally the burst a member
+# may send at once before the rate applies (apps/jobs/api/throttles.py).
 rate_validator = RegexValidator(
-    r"^[1-9][0-9]{0,8}/(s|sec|second|m|min|minute|h|hour|d|day)$",
-    "A number of requests per second, minute, hour or day, such as 50/second.",
+    r"^[1-9][0-9]{0,8}/(s|sec|second|m|min|minute|h|hour|d|day)( burst [1-9][0-9]{0,8})?$",
+    "A number of requests per second, minute, hour or day, such as 50/second, optionally with a burst, "
+    "such as 20/second burst 300.",
 )
 
 
@@ -46,12 +48,12 @@ class Tenant(models.Model):
         help_text="The onboarding e-mail's text with {{ placeholders }}; empty uses pai's default text.",
     )
     job_submit_rate = models.CharField(
-        max_length=20, blank=True, validators=[rate_validator],
-        help_text="Job submissions a member may send (a burst limit, such as 50/second); empty: the site's "
-        "PAI_THROTTLE_JOB_SUBMIT.",
+        max_length=40, blank=True, validators=[rate_validator],
+        help_text="Job submissions a member may send (such as 20/second burst 300: 300 at once, then 20 a "
+        "second); empty: the site's PAI_THROTTLE_JOB_SUBMIT.",
     )
     job_list_rate = models.CharField(
-        max_length=20, blank=True, validators=[rate_validator],
+        max_length=40, blank=True, validators=[rate_validator],
         help_text="Job lists a member may ask for (such as 20/second); empty: the site's PAI_THROTTLE_JOB_LIST.",
     )
     created_at = models.DateTimeField(auto_now_add=True)

@@ -2,6 +2,7 @@
 reuses one Redis client object per connection pool, against a real Redis server."""
 
 import os
+import time
 
 import pytest
 from django.core.cache import CacheHandler
@@ -62,3 +63,18 @@ def test_rate_limits_count_across_processes(world, client_for, redis_cache, monk
     # The counter lives in Redis: a fresh handler (another web process) sees the same history.
     history = [key for key in _process(redis_cache)._cache.get_client().keys("pai-test:*throttle_user*")]
     assert len(history) == 1
+
+
+def test_a_members_submission_burst_is_shared_across_processes(world, client_for, redis_cache, settings):
+    settings.PAI_THROTTLE_JOB_SUBMIT = "1/minute burst 2"
+    member = client_for(world.a_member)
+    # Refused documents count too (the throttle runs first): two, then the bucket is empty.
+    answers = [member.post("/api/v2/jobs", "name: x\n", content_type="text/yaml").status_code for _ in range(3)]
+    assert answers == [400, 400, 429]
+    # The bucket is one value in Redis, which another web process reads the same way.
+    other = _process(redis_cache)
+    keys = other._cache.get_client().keys("pai-test:*throttle_job_submit*")
+    assert len(keys) == 1
+    due = other.get(keys[0].decode().split(":", 2)[2])  # past the prefix and the version
+    assert isinstance(due, float) and due > time.time() + 59  # two of a 1-a-minute rate sent: full in 2 minutes
+    assert member.post("/api/v2/jobs", "name: x\n", content_type="text/yaml").status_code == 429

@@ -9,7 +9,7 @@ from .openpai import assert_error
 
 def test_defaults_are_bursts_per_second():
     rates = settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"]
-    assert rates == {"anon": "50/second", "user": "50/second", "job_submit": "20/second", "job_list": "10/second"}
+    assert rates == {"anon": "50/second", "user": "50/second", "job_submit": "20/second burst 300", "job_list": "10/second"}
 
 
 @pytest.fixture

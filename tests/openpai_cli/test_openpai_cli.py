@@ -146,6 +146,14 @@ def test_the_sdk_lists_vcs_and_their_sku_types(cli):
     assert any(unit["gpu"] > 0 for unit in sku_types.values())
 
 
+def test_the_cli_lists_the_storages_the_user_may_mount(cli):
+    # Team A's two storages, which its jobs mount by default; nothing of Team B's. (The
+    # CLI's `getinfo` calls a function its own SDK lacks, so it fails whatever the server.)
+    listed = json.loads(cli("lists", "pai"))["storages"]
+    assert {(s["name"], s["mountPath"], s["default"]) for s in listed} == {
+        ("team-a-data", "/mnt/data", True), ("team-a-home", "/mnt/home", True)}
+
+
 def test_a_job_file_submitted_listed_followed_logged_and_tagged(cli):
     submitted = cli("subj", "pai", str(DEMO_JOB))
     assert "hello-pai" in submitted

@@ -4,6 +4,8 @@ from rest_framework.test import APIClient
 
 from apps.jobs.models import JobAttempt, TaskAttempt
 
+from tests.jobs.openpai_swagger import JOB_DETAIL, assert_valid
+
 from .conftest import job_yaml
 
 
@@ -95,6 +97,14 @@ def test_sigkill_is_retried_as_transient_without_using_up_retries(world, worker,
     assert job.attempts.count() == 2
     first = job.attempts.order_by("index").first()
     assert first.exit_code == 137
+    # As OpenPAI's clients read the retried job: the retry, and the killed attempt by id.
+    retried = assert_valid(JOB_DETAIL, api_get(world.a_member, "/api/v2/jobs/a_member~killed").json())["jobStatus"]
+    assert (retried["state"], retried["retries"], retried["attemptId"]) == ("SUCCEEDED", 1, 1)
+    assert retried["retryDetails"] == {"user": 0, "platform": 1, "resource": 0}
+    killed = api_get(world.a_member, "/api/v2/jobs/a_member~killed/attempts/0").json()
+    status = assert_valid(JOB_DETAIL, killed)["jobStatus"]
+    assert (status["attemptState"], status["appExitCode"], status["appExitSpec"]["phrase"]) == (
+        "FAILED", 137, "ContainerSigKillReceived")
 
 
 def test_user_stop_ends_stopped(world, worker, submit):

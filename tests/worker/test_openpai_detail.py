@@ -125,6 +125,15 @@ def test_job_retry_count_minus_two_runs_the_job_again_after_success_until_stoppe
     job.refresh_from_db()
     assert job.state != "SUCCEEDED" and job.attempts.count() >= 2
     assert {a.exit_code for a in job.attempts.exclude(completed_at=None)} == {0}
+    # The retried job as OpenPAI's clients read it: its retries, the latest attempt, and a
+    # finished earlier attempt by id with its own (successful) exit.
+    retried = assert_valid(JOB_DETAIL, detail(world.a_member, job))["jobStatus"]
+    latest = job.attempts.order_by("-index").first()
+    assert (retried["retries"], retried["attemptId"], retried["attemptState"]) == (
+        job.retries, latest.index, latest.state)
+    assert retried["retryDetails"] == job.retry_details and sum(retried["retryDetails"].values()) == job.retries
+    first = assert_valid(JOB_DETAIL, detail(world.a_member, job, "/attempts/0"))["jobStatus"]
+    assert (first["attemptId"], first["attemptState"], first["appExitCode"]) == (0, "SUCCEEDED", 0)
 
     api(world.a_member).put("/api/v2/jobs/a_member~forever/executionType", {"value": "STOP"}, format="json")
     job = worker.wait_for_state(job, "STOPPED")
