@@ -193,6 +193,29 @@ def test_bulk_stop_and_clone(jobs_world):
     assert "at most 100" in member.post("/jobs/bulk", too_many, follow=True).content.decode()
 
 
+def test_stop_and_bulk_actions_count_against_the_apis_rates(jobs_world, settings, monkeypatch):
+    from rest_framework.throttling import UserRateThrottle
+
+    w = jobs_world
+    member = client(w.a_member)
+    # Each copy is a submission, on the counter POST /api/v2/jobs uses: one a minute here.
+    settings.PAI_THROTTLE_JOB_SUBMIT = "1/minute"
+    response = member.post("/jobs/bulk", {"action": "clone", "jobs": ["a_member~mine_waiting", "a_member~mine_running"]},
+                           follow=True)
+    text = response.content.decode()
+    assert "Cloned a_member~mine_waiting as a_member~mine_waiting_1." in text
+    assert "Too many submissions: 1 job(s) not cloned, from a_member~mine_running on" in text
+    assert not Job.objects.filter(name="mine_running_1").exists()
+    # Stop and bulk requests count against the API-wide rate: two a minute here, the clone above was one.
+    monkeypatch.setattr(UserRateThrottle, "THROTTLE_RATES", {**UserRateThrottle.THROTTLE_RATES, "user": "2/minute"})
+    assert member.post("/jobs/a_member~mine_waiting/stop").status_code == 302
+    refused = member.post("/jobs/a_member~mine_running/stop")
+    assert refused.status_code == 429 and int(refused["Retry-After"]) >= 1
+    assert Job.objects.get(pk=w.running.pk).state == "RUNNING"
+    refused = member.post("/jobs/bulk", {"action": "stop", "jobs": ["a_member~mine_running"]})
+    assert refused.status_code == 429 and Job.objects.get(pk=w.running.pk).state == "RUNNING"
+
+
 def test_the_log_viewer_tail_download_and_follow(jobs_world):
     w = jobs_world
     member = client(w.a_member)

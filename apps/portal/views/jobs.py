@@ -37,6 +37,8 @@ from apps.virtualclusters.status import vc_statuses
 from pai.api.errors import ApiError
 from scheduler import exitcodes
 
+from .. import throttling
+
 PAGE_SIZE = 50
 HOME_ROWS = 20
 LOG_TAIL_BYTES = 64 * 1024
@@ -423,6 +425,9 @@ def _next_url(request, default):
 @login_required
 @require_POST
 def job_stop(request, username, name):
+    wait = throttling.request_wait(request)
+    if wait is not None:
+        return throttling.too_many_page(request, wait)
     job = _readable_job(request, username, name)
     if not is_manageable(job, request.user):
         return render(request, "portal/error.html", {
@@ -481,7 +486,11 @@ def _clone(request, job):
 @login_required
 @require_POST
 def job_bulk(request):
-    """Stop or clone the jobs ticked in the list (`jobs`: `user~name`, at most 100)."""
+    """Stop or clone the jobs ticked in the list (`jobs`: `user~name`, at most 100). The
+    request counts against the API-wide rate, each copy against the job submission rate."""
+    wait = throttling.request_wait(request)
+    if wait is not None:
+        return throttling.too_many_page(request, wait)
     form = BulkForm(request.POST)
     back = _next_url(request, reverse("portal:job-list"))
     selected = [v for v in request.POST.getlist("jobs") if isinstance(v, str)]
@@ -495,7 +504,7 @@ def job_bulk(request):
         messages.error(request, f"jobs: at most {BULK_LIMIT} at once, not {len(selected)}.")
         return redirect(back)
     action = form.cleaned_data["action"]
-    for value in selected:
+    for position, value in enumerate(selected):
         username, sep, name = value.partition("~")
         if not sep or not (storable_text(username) and storable_text(name)):
             messages.error(request, f"jobs: {value!r} is not user~name.")
@@ -512,6 +521,11 @@ def job_bulk(request):
             else:
                 messages.error(request, f"Job {job.framework_name} is shared with you read-only: not stopped.")
         else:
+            wait = throttling.submission_wait(request)
+            if wait is not None:
+                messages.error(request, f"Too many submissions: {len(selected) - position} job(s) not cloned, "
+                                        f"from {job.framework_name} on; try again in {wait} second(s).")
+                break
             _clone(request, job)
     return redirect(back)
 
