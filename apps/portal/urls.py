@@ -17,6 +17,7 @@ urlpatterns = [
     path("jobs/bulk", jobs.job_bulk, name="job-bulk"),
     re_path(JOB + r"/$", jobs.job_detail, name="job-detail"),
     re_path(JOB + r"/stop$", jobs.job_stop, name="job-stop"),
+    re_path(JOB + r"/resubmit$", jobs.job_resubmit, name="job-resubmit"),
     re_path(
         JOB + r"/attempts/(?P<attempt>\d+)/tasks/(?P<role>[^/]+)/(?P<index>\d+)/log$",
         jobs.task_log, name="task-log",

@@ -193,6 +193,33 @@ def test_bulk_stop_and_clone(jobs_world):
     assert "at most 100" in member.post("/jobs/bulk", too_many, follow=True).content.decode()
 
 
+def test_resubmit_submits_the_job_again_and_lands_on_the_copy(jobs_world):
+    from apps.jobs import services
+    from tests.jobs.conftest import job_document
+
+    w = jobs_world
+    Job.objects.filter(pk=w.mine.pk).update(state="FAILED", completed_at=timezone.now())
+    member = client(w.a_member)
+    page = member.get("/jobs/a_member~mine_waiting/").content.decode()
+    assert 'action="/jobs/a_member~mine_waiting/resubmit"' in page and 'id="clone"' in page
+    assert 'id="resubmit"' not in member.get("/jobs/a_member~mine_running/").content.decode()  # not ended
+    response = member.post("/jobs/a_member~mine_waiting/resubmit")
+    assert response.status_code == 303 and response["Location"] == "/jobs/a_member~mine_waiting_1/"
+    copy = Job.objects.get(owner=w.a_member, name="mine_waiting_1")
+    assert copy.state == "WAITING" and copy.spec["taskRoles"] == Job.objects.get(pk=w.mine.pk).spec["taskRoles"]
+    assert member.post("/jobs/a_member~mine_waiting/resubmit")["Location"] == "/jobs/a_member~mine_waiting_2/"
+    # Another team's member: 404, as for a missing job, and nothing is submitted.
+    assert client(w.b_member).post("/jobs/a_member~mine_waiting/resubmit").status_code == 404
+    assert client(w.b_member).post("/jobs/a_member~no_such_job/resubmit").status_code == 404
+    assert Job.objects.filter(name__startswith="mine_waiting_").count() == 2
+    # A job with secrets goes to its clone page, where they are entered again.
+    services.submit_job(w.a_member, {**job_document(name="with_secret"), "secrets": {"token": "s3cret"}})
+    response = member.post("/jobs/a_member~with_secret/resubmit", follow=True)
+    assert response.redirect_chain[-1][0] == "/jobs/a_member~with_secret/clone"
+    assert "has secrets, which are never shown" in response.content.decode()
+    assert not Job.objects.filter(name="with_secret_1").exists()
+
+
 def test_stop_and_bulk_actions_count_against_the_apis_rates(jobs_world, settings, monkeypatch):
     from rest_framework.throttling import UserRateThrottle
 

@@ -530,6 +530,29 @@ def job_bulk(request):
     return redirect(back)
 
 
+@login_required
+@require_POST
+def job_resubmit(request, username, name):
+    """Submit a job the user may read again, as it is, under its name with a number after it
+    (`name_1`, `name_2`, ...), and land on the new job's page. A job with secrets goes to its
+    clone page instead, where they are entered again (they are never shown)."""
+    wait = throttling.request_wait(request)
+    if wait is not None:
+        return throttling.too_many_page(request, wait)
+    job = _readable_job(request, username, name, full=True)
+    if _has_masked_values(job.spec):
+        messages.info(request, f"Job {job.framework_name} has secrets, which are never shown: enter them again "
+                               "and submit.")
+        return redirect(job_url(job, "portal:job-clone"))
+    wait = throttling.submission_wait(request)
+    if wait is not None:
+        return throttling.too_many_page(request, wait, "submissions")
+    copy = _clone(request, job)
+    response = redirect(job_url(copy) if copy is not None else job_url(job))
+    response.status_code = 303
+    return response
+
+
 # --- logs -----------------------------------------------------------------------------
 
 
