@@ -106,7 +106,12 @@ def test_a_job_page_404s_for_anyone_who_may_not_read_it(jobs_world):
         assert client(user).get(log).status_code == status, user
     # A member of the same team who was not shared the job does not read it either.
     assert client(w.a_member).get("/jobs/a_admin~admins_job/").status_code == 404
-    assert client(w.a_member).get("/jobs/b_member~shared_to_a/").status_code == 200
+    shared = client(w.a_member).get("/jobs/b_member~shared_to_a/")
+    assert shared.status_code == 200
+    # Its VC is Team B's, which a_member cannot see: named, not linked to a page that would 404.
+    assert 'href="/vcs/team_b/"' not in shared.content.decode()
+    assert 'href="/vcs/team_b/"' in client(w.b_member).get("/jobs/b_member~shared_to_a/").content.decode()
+    assert client(w.a_member).get("/vcs/team_b/").status_code == 404
     assert client(w.a_member).get("/jobs/nobody~nothing/").status_code == 404
 
 

@@ -189,7 +189,6 @@ class _JobPaths:
         self.templates = {
             key: reverse(name, kwargs=marker) for key, name in
             (("url", "portal:job-detail"), ("stop_url", "portal:job-stop"), ("clone_url", "portal:job-clone"))
-            if _reverse_or_none(name, kwargs=marker)
         }
 
     def of(self, username, name):
@@ -398,21 +397,15 @@ def job_detail(request, username, name):
         "shares": shares,
         "timeline": _timeline(job, attempts),
         "diagnosis": _diagnosis(request, job, attempts[0] if attempts else None),
-        "vc_url": _reverse_or_none("portal:vc-detail", kwargs={"name": job.virtual_cluster.name}),
-        "clone_url": _reverse_or_none("portal:job-clone", kwargs={"username": job.owner.username, "name": job.name}),
+        # A link to the VC's page only for those who may see it (a job shared across teams is read
+        # by people its VC answers 404 to).
+        "vc_url": (reverse("portal:vc-detail", kwargs={"name": job.virtual_cluster.name})
+                   if VirtualCluster.objects.visible_to(user).filter(pk=job.virtual_cluster_id).exists() else None),
+        "clone_url": job_url(job, "portal:job-clone"),
         "refresh_seconds": None if finished else settings.PAI_PORTAL_REFRESH_SECONDS,
         "here": request.get_full_path(),
     }
     return render(request, "portal/job_detail.html", context)
-
-
-def _reverse_or_none(name, **kwargs):
-    from django.urls import NoReverseMatch
-
-    try:
-        return reverse(name, **kwargs)
-    except NoReverseMatch:
-        return None
 
 
 def _next_url(request, default):
