@@ -15,7 +15,7 @@ from datetime import timedelta
 
 from django.core.mail import EmailMessage
 from django.db import transaction
-from django.urls import NoReverseMatch, reverse
+from django.urls import reverse
 from django.utils import timezone
 
 from pai.links import public_url
@@ -111,11 +111,8 @@ def send(pk):
 
 
 def job_url(job):
-    try:
-        path = reverse("jobs:detail", kwargs={"username": job.owner.username, "name": job.name})
-    except NoReverseMatch:
-        path = f"/api/v2/jobs/{job.framework_name}"
-    return public_url() + path
+    """The job's page in the portal (tasks, logs, why it waits or ended)."""
+    return public_url() + reverse("portal:job-detail", kwargs={"username": job.owner.username, "name": job.name})
 
 
 def render(row):

@@ -18,6 +18,7 @@ urlpatterns = [
     path("jobs/abnormal/", jobs.abnormal_job_list, name="abnormal-jobs"),
     re_path(JOB + r"/$", jobs.job_detail, name="job-detail"),
     re_path(JOB + r"/stop$", jobs.job_stop, name="job-stop"),
+    re_path(JOB + r"/resubmit$", jobs.job_resubmit, name="job-resubmit"),
     re_path(
         JOB + r"/attempts/(?P<attempt>\d+)/tasks/(?P<role>[^/]+)/(?P<index>\d+)/log$",
         jobs.task_log, name="task-log",

@@ -390,7 +390,7 @@ def onboarding_values(user, tenant, base_url):
         "manual_url": settings.PAI_USER_MANUAL_URL,
         "api_docs_url": base_url + "/api/docs/",
         "jobs_url": base_url + reverse("portal:job-list"),
-        "submit_url": base_url + _portal_submit_path(),
+        "submit_url": base_url + reverse("portal:submit"),
         "status_url": base_url + reverse("oncall:status"),
         "report_url": base_url + reverse("oncall:incident-new"),
         "oncall_url": base_url + reverse("oncall:rotations"),
@@ -401,16 +401,6 @@ def onboarding_values(user, tenant, base_url):
             kwargs={"uidb64": urlsafe_base64_encode(force_bytes(user.pk)), "token": default_token_generator.make_token(user)},
         )
     return values
-
-
-def _portal_submit_path():
-    # The submission page, where the portal has one; else the portal's home.
-    from django.urls import NoReverseMatch
-
-    try:
-        return reverse("portal:submit")
-    except NoReverseMatch:
-        return reverse("portal:home")
 
 
 def default_onboarding_text():

@@ -56,7 +56,7 @@ def test_a_job_that_asks_gets_one_email_per_transition_it_asked_for(world, worke
     ]
     body = mail.outbox[1].body
     assert "Virtual cluster: team_a" in body and "Exit code: 0" in body
-    assert "Details: https://pai.example.com/" in body and "a_member~train" in body
+    assert "Details: https://pai.example.com/jobs/a_member~train/\n" in body  # the job's page in the portal
     rows = JobNotification.objects.filter(job=job)
     assert sorted(rows.values_list("event", "attempt_index")) == [("running", 0), ("succeeded", 0)]
     assert all(r.sent_at and r.sent_to == "carol@example.com" for r in rows)

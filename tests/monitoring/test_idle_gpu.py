@@ -101,6 +101,7 @@ def test_idle_job_is_warned_then_stopped_exempt_and_busy_jobs_are_left_alone(
     assert "Last sample: 2.0 %" in warning.body
     assert "Below 5 % since" in warning.body and "(2.0 hours), 2.0 % on average" in warning.body
     assert "If it stays idle 3 more hours, pai stops it (exit code -230)." in warning.body
+    assert warning.body.endswith("/jobs/a_member~idle/")  # its page in the portal
     assert AuditEntry.objects.filter(action="job.idle_gpu.warned", object_id=str(idle.pk)).count() == 1
 
     sample(3)

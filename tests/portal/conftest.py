@@ -28,6 +28,13 @@ PHONE = 375
 TIMEOUT_MS = 20_000
 
 
+# Form controls a screen reader would announce without a name (for `page.evaluate`).
+UNLABELLED = """() => Array.from(document.querySelectorAll('input, select, textarea, button'))
+    .filter(el => el.type !== 'hidden' && !el.hidden)
+    .filter(el => !(el.labels && el.labels.length) && !el.getAttribute('aria-label') && !el.textContent.trim())
+    .map(el => el.outerHTML.slice(0, 120))"""
+
+
 @pytest.fixture
 def browser(chromium):
     """The suite's one Chromium (tests/conftest.py)."""

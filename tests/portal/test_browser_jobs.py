@@ -17,7 +17,7 @@ from playwright.sync_api import expect
 from apps.jobs.models import Job
 from tests.worker.conftest import Worker, job_yaml
 
-from .conftest import PHONE
+from .conftest import PHONE, UNLABELLED
 
 
 @pytest.fixture
@@ -128,6 +128,11 @@ def test_member_watches_reads_diagnoses_waits_follows_and_stops(world, portal, w
     page.goto(detail(portal, big))
     expect(page.locator("#job-state")).to_have_text("STOPPED")
     expect(page.locator("#stop")).to_have_count(0)
+    # Re-submit the stopped job as it is: its copy waits on a page of its own.
+    page.locator("#resubmit").click()
+    page.wait_for_url(portal.url("/jobs/a_member~big_1/"))
+    expect(page.locator(".messages")).to_contain_text("Cloned a_member~big as a_member~big_1.")
+    expect(page.locator("#job-state")).to_have_text("WAITING")
 
     phone = portal.page(member, width=PHONE)
     for path in ("/", "/jobs/", "/jobs/a_member~crash/", "/jobs/a_member~hello/attempts/0/tasks/main/0/log"):
@@ -136,28 +141,24 @@ def test_member_watches_reads_diagnoses_waits_follows_and_stops(world, portal, w
         assert phone.evaluate(UNLABELLED) == [], path
 
 
-# Form controls a screen reader would announce without a name.
-UNLABELLED = """() => Array.from(document.querySelectorAll('input, select, textarea, button'))
-    .filter(el => el.type !== 'hidden' && !el.hidden)
-    .filter(el => !(el.labels && el.labels.length) && !el.getAttribute('aria-label') && !el.textContent.trim())
-    .map(el => el.outerHTML.slice(0, 120))"""
-
-
 @pytest.mark.django_db(transaction=True)
 def test_team_admin_stops_a_members_job_and_another_team_gets_404(world, portal, worker):
     job = submit(world.a_member, "long_run", roles={"main": {"commands": ["echo hi", "sleep 120"]}})
     cycle_until(worker, lambda: state_of(job) == "RUNNING")
     outsider = portal.page(world.b_member)
-    for path in ("/jobs/a_member~long_run/", "/jobs/a_member~long_run/attempts/0/tasks/main/0/log",
-                 "/jobs/a_member~long_run/attempts/0/tasks/main/0/log?download=1"):
+    log = "/jobs/a_member~long_run/attempts/0/tasks/main/0/log"
+    for path in ("/jobs/a_member~long_run/", "/jobs/a_member~long_run/clone", log, log + "?download=1",
+                 log + "?offset=0"):
         assert outsider.goto(portal.url(path)).status == 404, path
     outsider.goto(portal.url("/jobs/?scope=team"))
     expect(outsider.locator('tr[data-job="a_member~long_run"]')).to_have_count(0)
-    status = outsider.evaluate("""async () => {
-        const token = document.querySelector('input[name=csrfmiddlewaretoken]').value;
-        const r = await fetch('/jobs/a_member~long_run/stop', {method: 'POST', headers: {'X-CSRFToken': token}});
-        return r.status; }""")
-    assert status == 404 and state_of(job) == "RUNNING"
+    for action in ("stop", "resubmit"):
+        status = outsider.evaluate("""async (action) => {
+            const token = document.querySelector('input[name=csrfmiddlewaretoken]').value;
+            const r = await fetch('/jobs/a_member~long_run/' + action, {method: 'POST', headers: {'X-CSRFToken': token}});
+            return r.status; }""", action)
+        assert status == 404, action
+    assert state_of(job) == "RUNNING" and Job.objects.count() == 1
 
     admin = portal.page(world.a_admin)
     admin.goto(portal.url("/jobs/?scope=team"))

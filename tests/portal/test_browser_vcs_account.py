@@ -12,7 +12,7 @@ from apps.jobs import services
 from apps.jobs.models import Job
 from tests.worker.conftest import Worker, job_yaml
 
-from .conftest import PHONE
+from .conftest import PHONE, UNLABELLED
 
 
 @pytest.fixture
@@ -120,11 +120,14 @@ def test_member_creates_a_token_uses_it_and_revokes_it(world, portal):
 
 @pytest.mark.django_db(transaction=True)
 def test_the_pages_fit_a_375_px_phone(world, portal):
-    """Nothing wider than the screen: wide tables scroll in their own box, the page does not."""
+    """Nothing wider than the screen: wide tables scroll in their own box, the page does not;
+    every control has a name a screen reader can say."""
     from apps.accounts import services as account_services
 
     account_services.issue_application_token(world.a_member)
     member, admin = portal.page(world.a_member, width=PHONE), portal.page(world.root, width=PHONE)
-    for page, path in ((member, "/vcs/"), (member, "/vcs/team_a/"), (member, "/account/"), (admin, "/cluster/")):
+    for page, path in ((member, "/vcs/"), (member, "/vcs/team_a/"), (member, "/account/"), (member, "/submit/"),
+                       (admin, "/cluster/")):
         page.goto(portal.url(path))
         assert page.evaluate("document.documentElement.scrollWidth") <= PHONE, path
+        assert page.evaluate(UNLABELLED) == [], path

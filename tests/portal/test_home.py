@@ -49,13 +49,18 @@ def test_home_shows_my_vcs_cells_as_the_scheduler_counts_them(world):
     assert '<td class="free">2</td>' in row
 
 
-def test_home_banner_shows_open_severe_incidents_only(world):
+def test_home_banner_shows_open_severe_incidents_of_my_clusters_only(world):
+    from tests import factories as f
+
     oncall_services.report_incident(world.root, title="Cluster local down", severity=0, cluster=world.cluster)
     oncall_services.report_incident(world.root, title="Slow image pulls", severity=3, cluster=world.cluster)
+    oncall_services.report_incident(world.root, title="Elsewhere down", severity=0,
+                                    cluster=f.ClusterFactory(name="elsewhere"))
     body = page(world.a_member).content.decode()
     assert 'id="incidents"' in body
     banner = body.split('id="incidents"')[1].split("</section>")[0]
-    assert "Cluster local down" in banner and "Slow image pulls" not in banner
+    assert "Cluster local down" in banner
+    assert "Slow image pulls" not in banner and "Elsewhere down" not in body
 
 
 def test_navigation_per_role(world):

@@ -106,7 +106,12 @@ def test_a_job_page_404s_for_anyone_who_may_not_read_it(jobs_world):
         assert client(user).get(log).status_code == status, user
     # A member of the same team who was not shared the job does not read it either.
     assert client(w.a_member).get("/jobs/a_admin~admins_job/").status_code == 404
-    assert client(w.a_member).get("/jobs/b_member~shared_to_a/").status_code == 200
+    shared = client(w.a_member).get("/jobs/b_member~shared_to_a/")
+    assert shared.status_code == 200
+    # Its VC is Team B's, which a_member cannot see: named, not linked to a page that would 404.
+    assert 'href="/vcs/team_b/"' not in shared.content.decode()
+    assert 'href="/vcs/team_b/"' in client(w.b_member).get("/jobs/b_member~shared_to_a/").content.decode()
+    assert client(w.a_member).get("/vcs/team_b/").status_code == 404
     assert client(w.a_member).get("/jobs/nobody~nothing/").status_code == 404
 
 
@@ -191,6 +196,56 @@ def test_bulk_stop_and_clone(jobs_world):
     assert "jobs: tick at least one job." in member.post("/jobs/bulk", {"action": "stop"}, follow=True).content.decode()
     too_many = {"action": "stop", "jobs": [f"a_member~j{i}" for i in range(101)]}
     assert "at most 100" in member.post("/jobs/bulk", too_many, follow=True).content.decode()
+
+
+def test_resubmit_submits_the_job_again_and_lands_on_the_copy(jobs_world):
+    from apps.jobs import services
+    from tests.jobs.conftest import job_document
+
+    w = jobs_world
+    Job.objects.filter(pk=w.mine.pk).update(state="FAILED", completed_at=timezone.now())
+    member = client(w.a_member)
+    page = member.get("/jobs/a_member~mine_waiting/").content.decode()
+    assert 'action="/jobs/a_member~mine_waiting/resubmit"' in page and 'id="clone"' in page
+    assert 'id="resubmit"' not in member.get("/jobs/a_member~mine_running/").content.decode()  # not ended
+    response = member.post("/jobs/a_member~mine_waiting/resubmit")
+    assert response.status_code == 303 and response["Location"] == "/jobs/a_member~mine_waiting_1/"
+    copy = Job.objects.get(owner=w.a_member, name="mine_waiting_1")
+    assert copy.state == "WAITING" and copy.spec["taskRoles"] == Job.objects.get(pk=w.mine.pk).spec["taskRoles"]
+    assert member.post("/jobs/a_member~mine_waiting/resubmit")["Location"] == "/jobs/a_member~mine_waiting_2/"
+    # Another team's member: 404, as for a missing job, and nothing is submitted.
+    assert client(w.b_member).post("/jobs/a_member~mine_waiting/resubmit").status_code == 404
+    assert client(w.b_member).post("/jobs/a_member~no_such_job/resubmit").status_code == 404
+    assert Job.objects.filter(name__startswith="mine_waiting_").count() == 2
+    # A job with secrets goes to its clone page, where they are entered again.
+    services.submit_job(w.a_member, {**job_document(name="with_secret"), "secrets": {"token": "s3cret"}})
+    response = member.post("/jobs/a_member~with_secret/resubmit", follow=True)
+    assert response.redirect_chain[-1][0] == "/jobs/a_member~with_secret/clone"
+    assert "has secrets, which are never shown" in response.content.decode()
+    assert not Job.objects.filter(name="with_secret_1").exists()
+
+
+def test_stop_and_bulk_actions_count_against_the_apis_rates(jobs_world, settings, monkeypatch):
+    from rest_framework.throttling import UserRateThrottle
+
+    w = jobs_world
+    member = client(w.a_member)
+    # Each copy is a submission, on the counter POST /api/v2/jobs uses: one a minute here.
+    settings.PAI_THROTTLE_JOB_SUBMIT = "1/minute"
+    response = member.post("/jobs/bulk", {"action": "clone", "jobs": ["a_member~mine_waiting", "a_member~mine_running"]},
+                           follow=True)
+    text = response.content.decode()
+    assert "Cloned a_member~mine_waiting as a_member~mine_waiting_1." in text
+    assert "Too many submissions: 1 job(s) not cloned, from a_member~mine_running on" in text
+    assert not Job.objects.filter(name="mine_running_1").exists()
+    # Stop and bulk requests count against the API-wide rate: two a minute here, the clone above was one.
+    monkeypatch.setattr(UserRateThrottle, "THROTTLE_RATES", {**UserRateThrottle.THROTTLE_RATES, "user": "2/minute"})
+    assert member.post("/jobs/a_member~mine_waiting/stop").status_code == 302
+    refused = member.post("/jobs/a_member~mine_running/stop")
+    assert refused.status_code == 429 and int(refused["Retry-After"]) >= 1
+    assert Job.objects.get(pk=w.running.pk).state == "RUNNING"
+    refused = member.post("/jobs/bulk", {"action": "stop", "jobs": ["a_member~mine_running"]})
+    assert refused.status_code == 429 and Job.objects.get(pk=w.running.pk).state == "RUNNING"
 
 
 def test_the_log_viewer_tail_download_and_follow(jobs_world):

@@ -105,6 +105,30 @@ def test_vc_page_shows_the_engines_cells_the_queue_and_the_users(world, worker):
     assert int(totals[1]) == 16 + 1  # the CPU job holds one CPU cell
 
 
+def test_borrowed_and_lent_cells_show_on_both_vcs_pages(world, worker):
+    # team_a and team_b share a cohort: team_a's jobs take its 2 A100 nodes, and one more
+    # borrows one of team_b's idle ones.
+    from apps.virtualclusters.models import VirtualCluster
+
+    VirtualCluster.objects.filter(name__in=["team_a", "team_b"]).update(cohort="shared")
+    submit(world.a_member, job_yaml("big", roles={"main": {"instances": 2, "gpu": 8, "commands": ["sleep 60"]}}))
+    submit(world.a_member, job_yaml("more", roles={"main": {"gpu": 8, "commands": ["sleep 60"]}}))
+    worker.run_until(lambda: Job.objects.filter(name__in=["big", "more"], state="RUNNING").count() == 2)
+    status = {name: worker.controller.engine.vc_status(name) for name in ("team_a", "team_b")}
+    borrower = row_of(page(world.a_member, "/vcs/team_a/").content.decode(), "data-cell-type", "A100-NODE")
+    lender = row_of(page(world.b_member, "/vcs/team_b/").content.decode(), "data-cell-type", "A100-NODE")
+    kinds = ("guaranteed", "used", "borrowed", "lent", "bad", "free")
+    assert [cell(borrower, k) for k in kinds] == [2, 2, 1, 0, 0, 0]
+    assert [cell(lender, k) for k in kinds] == [1, 0, 0, 1, 0, 0]  # team_b: 1 node and 4 switches of 2 GPUs
+    # As the engine counts them.
+    node = {name: next(c for c in s.cells if c.cell_type == "A100-NODE") for name, s in status.items()}
+    assert [getattr(node["team_a"], k) for k in kinds] == [2, 2, 1, 0, 0, 0]
+    assert [getattr(node["team_b"], k) for k in kinds] == [1, 0, 0, 1, 0, 0]
+    # Home's table of the borrower's VCs says so too.
+    home = row_of(page(world.a_member, "/").content.decode().split('id="vcs"')[1], "data-cell-type", "A100-NODE")
+    assert '<td class="borrowed">1</td>' in home
+
+
 def test_another_teams_vc_answers_as_a_missing_one(world):
     assert page(world.b_member, "/vcs/team_a/").status_code == 404
     hidden, missing = page(world.b_member, "/vcs/team_a/"), page(world.b_member, "/vcs/no_such_vc/")

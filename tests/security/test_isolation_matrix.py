@@ -420,6 +420,12 @@ PORTAL = {
         (302, 405, 405, 405, 405, 405),
     ('POST', 'jobs/{username}~{name}/stop'):
         (302, 302, 302, 404, 302, 403),
+    # Re-submit copies the job as the signed-in user (whoever may read it), then shows the copy,
+    # or the job with the reason there is none (the guest may not use Team A's VC).
+    ('GET', 'jobs/{username}~{name}/resubmit'):
+        (302, 405, 405, 405, 405, 405),
+    ('POST', 'jobs/{username}~{name}/resubmit'):
+        (302, 303, 303, 404, 303, 303),
     ('GET', 'jobs/{username}~{name}/attempts/{attempt}/tasks/{role}/{index}/log'):
         (302, 200, 200, 404, 200, 200),
     ('POST', 'jobs/{username}~{name}/attempts/{attempt}/tasks/{role}/{index}/log'):

@@ -115,7 +115,7 @@ def test_the_email_states_the_teams_actual_policies_and_every_link_works(world, 
 
     links = _links(body)
     # The portal's pages: the member's jobs (and where to submit one).
-    assert "http://testserver/jobs/" in links
+    assert "http://testserver/jobs/" in links and "http://testserver/submit/" in links
     # In development without PAI_PUBLIC_URL the links use the address the admin onboarded at.
     internal = [url for url in links if url == "http://testserver" or url.startswith("http://testserver/")]
     assert set(links) - set(internal) == {settings.PAI_USER_MANUAL_URL}

@@ -37,6 +37,8 @@ from apps.virtualclusters.status import vc_statuses
 from pai.api.errors import ApiError
 from scheduler import exitcodes
 
+from .. import throttling
+
 PAGE_SIZE = 50
 HOME_ROWS = 20
 LOG_TAIL_BYTES = 64 * 1024
@@ -187,7 +189,6 @@ class _JobPaths:
         self.templates = {
             key: reverse(name, kwargs=marker) for key, name in
             (("url", "portal:job-detail"), ("stop_url", "portal:job-stop"), ("clone_url", "portal:job-clone"))
-            if _reverse_or_none(name, kwargs=marker)
         }
 
     def of(self, username, name):
@@ -396,21 +397,15 @@ def job_detail(request, username, name):
         "shares": shares,
         "timeline": _timeline(job, attempts),
         "diagnosis": _diagnosis(request, job, attempts[0] if attempts else None),
-        "vc_url": _reverse_or_none("portal:vc-detail", kwargs={"name": job.virtual_cluster.name}),
-        "clone_url": _reverse_or_none("portal:job-clone", kwargs={"username": job.owner.username, "name": job.name}),
+        # A link to the VC's page only for those who may see it (a job shared across teams is read
+        # by people its VC answers 404 to).
+        "vc_url": (reverse("portal:vc-detail", kwargs={"name": job.virtual_cluster.name})
+                   if VirtualCluster.objects.visible_to(user).filter(pk=job.virtual_cluster_id).exists() else None),
+        "clone_url": job_url(job, "portal:job-clone"),
         "refresh_seconds": None if finished else settings.PAI_PORTAL_REFRESH_SECONDS,
         "here": request.get_full_path(),
     }
     return render(request, "portal/job_detail.html", context)
-
-
-def _reverse_or_none(name, **kwargs):
-    from django.urls import NoReverseMatch
-
-    try:
-        return reverse(name, **kwargs)
-    except NoReverseMatch:
-        return None
 
 
 def _next_url(request, default):
@@ -423,6 +418,9 @@ def _next_url(request, default):
 @login_required
 @require_POST
 def job_stop(request, username, name):
+    wait = throttling.request_wait(request)
+    if wait is not None:
+        return throttling.too_many_page(request, wait)
     job = _readable_job(request, username, name)
     if not is_manageable(job, request.user):
         return render(request, "portal/error.html", {
@@ -481,7 +479,11 @@ def _clone(request, job):
 @login_required
 @require_POST
 def job_bulk(request):
-    """Stop or clone the jobs ticked in the list (`jobs`: `user~name`, at most 100)."""
+    """Stop or clone the jobs ticked in the list (`jobs`: `user~name`, at most 100). The
+    request counts against the API-wide rate, each copy against the job submission rate."""
+    wait = throttling.request_wait(request)
+    if wait is not None:
+        return throttling.too_many_page(request, wait)
     form = BulkForm(request.POST)
     back = _next_url(request, reverse("portal:job-list"))
     selected = [v for v in request.POST.getlist("jobs") if isinstance(v, str)]
@@ -495,7 +497,7 @@ def job_bulk(request):
         messages.error(request, f"jobs: at most {BULK_LIMIT} at once, not {len(selected)}.")
         return redirect(back)
     action = form.cleaned_data["action"]
-    for value in selected:
+    for position, value in enumerate(selected):
         username, sep, name = value.partition("~")
         if not sep or not (storable_text(username) and storable_text(name)):
             messages.error(request, f"jobs: {value!r} is not user~name.")
@@ -512,8 +514,36 @@ def job_bulk(request):
             else:
                 messages.error(request, f"Job {job.framework_name} is shared with you read-only: not stopped.")
         else:
+            wait = throttling.submission_wait(request)
+            if wait is not None:
+                messages.error(request, f"Too many submissions: {len(selected) - position} job(s) not cloned, "
+                                        f"from {job.framework_name} on; try again in {wait} second(s).")
+                break
             _clone(request, job)
     return redirect(back)
+
+
+@login_required
+@require_POST
+def job_resubmit(request, username, name):
+    """Submit a job the user may read again, as it is, under its name with a number after it
+    (`name_1`, `name_2`, ...), and land on the new job's page. A job with secrets goes to its
+    clone page instead, where they are entered again (they are never shown)."""
+    wait = throttling.request_wait(request)
+    if wait is not None:
+        return throttling.too_many_page(request, wait)
+    job = _readable_job(request, username, name, full=True)
+    if _has_masked_values(job.spec):
+        messages.info(request, f"Job {job.framework_name} has secrets, which are never shown: enter them again "
+                               "and submit.")
+        return redirect(job_url(job, "portal:job-clone"))
+    wait = throttling.submission_wait(request)
+    if wait is not None:
+        return throttling.too_many_page(request, wait, "submissions")
+    copy = _clone(request, job)
+    response = redirect(job_url(copy) if copy is not None else job_url(job))
+    response.status_code = 303
+    return response
 
 
 # --- abnormal jobs --------------------------------------------------------------------

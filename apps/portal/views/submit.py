@@ -12,16 +12,14 @@ from django.http import Http404, HttpResponse, HttpResponseRedirect, JsonRespons
 from django.shortcuts import render
 from django.urls import reverse
 from django.views import View
-from rest_framework.throttling import UserRateThrottle
 
 from apps.jobs import services
-from apps.jobs.api.throttles import JobSubmitThrottle
 from apps.jobs.models import Job
 from apps.jobs.protocol.structure import storable_text
 from apps.jobs.querysets import is_readable
 from pai.api.errors import ApiError
 
-from .. import submission
+from .. import submission, throttling
 from ..submission import Problem
 
 _EXPORT_NAME_CHARS = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
@@ -36,20 +34,6 @@ def check(user, text):
         errors = getattr(exc, "errors", None) or [exc.message]
         return submission.locate(text, errors), [], exc.status_code
     return [], submission.locate(text, parsed.warnings), 200
-
-
-def _throttle_wait(request, *throttles):
-    """Seconds to wait when the user has gone past one of the API's limits, else None."""
-    for throttle in throttles:
-        if not throttle.allow_request(request, None):
-            return int(throttle.wait() or 0) + 1
-    return None
-
-
-def _too_many(response, wait):
-    response.status_code = 429
-    response["Retry-After"] = str(wait)
-    return response
 
 
 def _context_window(lines, problems, around=2):
@@ -104,9 +88,9 @@ class SubmitView(LoginRequiredMixin, View):
         text = request.POST.get("yaml", "")
         # Every action counts against the API-wide rate; a submission against the job
         # submission rate too (`_submit`), the very counters POST /api/v2/jobs uses.
-        wait = _throttle_wait(request, UserRateThrottle())
+        wait = throttling.request_wait(request)
         if wait is not None:
-            return _too_many(_page(request, text=text, errors=[Problem(
+            return throttling.too_many(_page(request, text=text, errors=[Problem(
                 "", f"Too many requests: try again in {wait} second(s).", None)]), wait)
         handler = {
             "form": self._from_form, "check": self._check, "submit": self._submit,
@@ -139,9 +123,9 @@ class SubmitView(LoginRequiredMixin, View):
         return _page(request, text=text, warnings=warnings, checked=True, notice=notice)
 
     def _submit(self, request, text):
-        wait = _throttle_wait(request, JobSubmitThrottle())
+        wait = throttling.submission_wait(request)
         if wait is not None:
-            return _too_many(_page(request, text=text, errors=[Problem(
+            return throttling.too_many(_page(request, text=text, errors=[Problem(
                 "", f"Too many submissions: try again in {wait} second(s).", None)]), wait)
         try:
             job, _ = services.submit_job(request.user, text)
@@ -195,9 +179,9 @@ class SubmitCheckView(LoginRequiredMixin, View):
     status the submission would get. The page calls it as the user types."""
 
     def post(self, request):
-        wait = _throttle_wait(request, UserRateThrottle())
+        wait = throttling.request_wait(request)
         if wait is not None:
-            return _too_many(JsonResponse({"ok": False, "errors": [{
+            return throttling.too_many(JsonResponse({"ok": False, "errors": [{
                 "path": "", "message": f"Too many requests: try again in {wait} second(s).", "line": None,
             }], "warnings": []}), wait)
         text = request.POST.get("yaml", "")
