@@ -76,8 +76,9 @@ def test_a_leader_paused_past_its_lease_writes_nothing_more_and_nothing_is_creat
     world, kube_cluster, kube_server, kubelet, submit, tmp_path
 ):
     # Both workers stop themselves (SIGSTOP) after creating their 12th pod of 16, one request at a time: only the
-    # first leader gets there. Creating 12 pods takes 3.6 s, longer than the 3 s lease.
-    env = {"PAI_SCHEDULER_LEASE_SECONDS": "3", "PAI_FAILPOINT": "after-pod-created", "PAI_KUBE_CONCURRENCY": "1",
+    # first leader gets there. Creating 12 pods takes 6 s, longer than the 5 s lease. (With a 3 s lease, a leader
+    # starved of CPU for the 1.5 s between renewals on a loaded 2-core box lost it before its 12th pod.)
+    env = {"PAI_SCHEDULER_LEASE_SECONDS": "5", "PAI_FAILPOINT": "after-pod-created", "PAI_KUBE_CONCURRENCY": "1",
            "PAI_FAILPOINT_ACTION": "stop", "PAI_FAILPOINT_AFTER": "12"}
     workers = [WorkerProcess(tmp_path, "worker-1", **env), WorkerProcess(tmp_path, "worker-2", **env)]
     try:
@@ -86,7 +87,7 @@ def test_a_leader_paused_past_its_lease_writes_nothing_more_and_nothing_is_creat
         ]
         leader, standby = sorted(workers, key=lambda w: w.holder != lease.current_holder())
         assert leader.said("leading") and standby.said("standing by")
-        kube_server.inject_latency("POST", PODS, 0.3)
+        kube_server.inject_latency("POST", PODS, 0.5)
         jobs = [
             submit(world.a_member, job_yaml(f"fenced-{i}", roles={"main": {"instances": 2, "gpu": 1, "commands": ["true"]}}))
             for i in range(8)
