@@ -8,14 +8,16 @@ from rest_framework.test import APIClient
 from apps.clusters.models import Node
 from apps.jobs.models import TaskAttempt
 from apps.virtualclusters.models import PinnedCell, VirtualClusterCell
+from apps.virtualclusters.status import cluster_state, node_groups
 from tests import factories as f
 
 from .conftest import job_yaml
 
 
 def configure_shared_hosts(world):
-    """gpu-node-4 also carries 4 T4 (its devices 8-11, T4-NODE `gpu-node-4/8-11`);
-    gpu-node-3's last A100 pair (`gpu-node-3/6-7`) is pinned as `pair` for team_b.
+    """gpu-node-4 also carries 4 T4 (its devices 8-11, T4-NODE `gpu-node-4/8-11`), and
+    host t4-host 4 T4 named by their range alone (`t4-host/0-3`); gpu-node-3's last A100
+    pair (`gpu-node-3/6-7`) is pinned as `pair` for team_b.
     team_a gets one T4-NODE; team_b gives up one of its four A100-SWITCH cells."""
     root = APIClient()
     root.force_authenticate(world.root)
@@ -35,7 +37,7 @@ def configure_shared_hosts(world):
         response = root.post(f"{base}/physical-cells/", cell, format="json")
         assert response.status_code == 400, response.content
         assert message in response.json()["message"], response.json()
-    for cell in ({"address": "gpu-node-4/8-11", "cell_type": "T4-NODE"},
+    for cell in ({"address": "gpu-node-4/8-11", "cell_type": "T4-NODE"}, {"address": "t4-host/0-3", "cell_type": "T4-NODE"},
                  {"address": "gpu-node-3/6-7", "cell_type": "A100-SWITCH", "parent": "gpu-node-3", "pinned_id": "pair"}):
         assert root.post(f"{base}/physical-cells/", cell, format="json").status_code == 201
     # Addresses with a device range are read back by address.
@@ -43,6 +45,7 @@ def configure_shared_hosts(world):
     assert (shown["parent"], shown["pinned_id"]) == ("gpu-node-3", "pair")
     assert root.get(f"{base}/physical-cells/gpu-node-4/8-11/").json()["cell_type"] == "T4-NODE"
     Node.objects.filter(cluster=world.cluster, name="gpu-node-4").update(gpu_capacity=12)
+    f.NodeFactory(cluster=world.cluster, name="t4-host", gpu_capacity=4, cpu_capacity=16, memory_mb_capacity=65536)
     VirtualClusterCell.objects.filter(virtual_cluster=world.vc_b, cell_type=world.switch).update(count=3)
     f.VirtualClusterCellFactory(
         virtual_cluster=world.vc_a, cell_type=world.cluster.cell_types.get(name="T4-NODE"), count=1
@@ -83,3 +86,10 @@ def test_each_sku_of_a_host_and_a_pinned_pair_run_on_their_own_devices(shared_ho
     node, devices, visible = seen["whole"]
     assert len(devices) == 8 and max(devices) < 8 and visible == ",".join(map(str, devices))
     assert node != "gpu-node-3"  # a node with a pinned pair is no whole node of anyone's quota
+    # The cluster page shows the host's T4 part as a node of its chain; the host's health reaches both parts.
+    Node.objects.filter(cluster=world.cluster, name__in=["gpu-node-4", "t4-host"]).update(ready=False)
+    tiles = {t.name: t for group in node_groups(cluster_state(world.cluster)) for t in group.nodes}
+    t4 = tiles["gpu-node-4/8-11"]
+    assert (t4.sku, t4.devices, t4.healthy, t4.bad) == ("T4", 4, False, 4)
+    assert not tiles["gpu-node-4"].healthy and tiles["gpu-node-3"].healthy
+    assert not tiles["t4-host/0-3"].healthy
