@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 from .errors import ConfigurationError
-from .spec import ClusterSpec, PhysicalCellSpec, SkuSpec
+from .spec import ClusterSpec, PhysicalCellSpec, SkuSpec, device_range
 
 # Opportunistic pods prefer nodes in this order: already running opportunistic work
 # only, then idle nodes no VC has bound, then bound nodes without guaranteed pods,
@@ -105,13 +105,20 @@ class Cell:
 
 
 class Node:
+    """The cells of one SKU on a host. ``name`` is the node-level cell's address: the
+    host's name, or on a host carrying several SKUs the host and this SKU's device
+    range (``h1/4-7``). Devices are indexed from 0 inside the engine; outside (placements,
+    status) they are the host's indices, ``offset`` higher."""
+
     __slots__ = (
         "name", "index", "chain", "cell", "size", "leaf_cells", "jobs", "opp", "healthy",
-        "free", "g_used", "o_used", "cover", "pinned", "bucket",
+        "free", "g_used", "o_used", "cover", "pinned", "bucket", "host", "offset",
     )
 
-    def __init__(self, name: str, index: int, chain: "Chain", cell: Cell) -> None:
+    def __init__(self, name: str, index: int, chain: "Chain", cell: Cell, host: str = "", offset: int = 0) -> None:
         self.name = name
+        self.host = host or name
+        self.offset = offset
         self.index = index
         self.chain = chain
         self.cell = cell
@@ -124,8 +131,13 @@ class Node:
         self.g_used = 0
         self.o_used = 0
         self.cover = 0  # bindings covering any part of the node
-        self.pinned = False
+        self.pinned = False  # a pinned cell a VC owns covers the node or a part of it
         self.bucket: tuple[int, int] | None = None
+
+    def host_devices(self, devices: tuple[int, ...]) -> tuple[int, ...]:
+        """The host's indices of the node's ``devices``."""
+        offset = self.offset
+        return devices if not offset else tuple(d + offset for d in devices)
 
     def opp_category(self) -> int:
         if self.g_used:
@@ -418,7 +430,12 @@ class Topology:
         self.cells: list[Cell] = []
         self.by_address: dict[str, Cell] = {}
         self.nodes: dict[str, Node] = {}
+        # Hosts carrying nodes named by a device range (``h1/4-7``), with all their nodes
+        # by first device: placements name the host, and host device indices.
+        self.hosts: dict[str, list[Node]] = {}
         self.pinned: dict[str, Cell] = {}
+        self.pinned_inside_nodes = False  # some pinned cell lies below the node level
+        self._by_host: dict[str, list[Node]] = {}
         self.undo: list[Callable[[], None]] = []
         self.unhealthy: dict[str, Node] = {}
         for pspec in spec.physical_cells:
@@ -427,10 +444,54 @@ class Topology:
                 raise ConfigurationError(f"physical cell {pspec.address!r} has unknown cell type {pspec.cell_type!r}")
             tid = chain.tid(pspec.cell_type)
             if chain.level[tid] < chain.node_level:
-                raise ConfigurationError(f"physical cell {pspec.address!r} is below the node level")
+                raise ConfigurationError(
+                    f"physical cell {pspec.address!r} is below the node level: list it under its node "
+                    f"(a {chain.names[chain.node_type]})",
+                    cell_type=pspec.cell_type,
+                )
             root = self._build(pspec, chain, tid, None)
             chain.roots.append(root)
             chain.line_roots.setdefault(root.tid, []).append(root)
+        self.hosts = {host: nodes for host, nodes in self._by_host.items() if any(n.name != host for n in nodes)}
+        for nodes in self.hosts.values():
+            nodes.sort(key=lambda n: n.offset)
+        del self._by_host
+
+    def _claim(self, node: Node) -> None:
+        """A host's nodes (one per SKU) hold disjoint device ranges."""
+        nodes = self._by_host.setdefault(node.host, [])
+        for other in nodes:
+            a, b = sorted((other, node), key=lambda n: (n.offset, n is node))
+            if b.offset < a.offset + a.size:
+                raise ConfigurationError(
+                    f"nodes {a.name!r} ({a.chain.sku.name}, devices {a.offset}-{a.offset + a.size - 1}) and "
+                    f"{b.name!r} ({b.chain.sku.name}, devices {b.offset}-{b.offset + b.size - 1}) of host "
+                    f"{node.host!r} share devices: each SKU of a host needs its own device range"
+                )
+        nodes.append(node)
+
+    def locate(self, host: str, devices: tuple[int, ...]) -> tuple[Node | None, tuple[int, ...]]:
+        """The node of a placement's ``host`` holding its first device, and the devices
+        as the node's own indices (``None`` when the host is unknown)."""
+        nodes = self.hosts.get(host) if self.hosts else None
+        if nodes is None:
+            return self.nodes.get(host), devices
+        first = devices[0] if devices else 0
+        for node in nodes:
+            if node.offset <= first < node.offset + node.size:
+                return node, tuple(d - node.offset for d in devices)
+        return None, devices
+
+    def nodes_of(self, name: str) -> list[Node]:
+        """The nodes a name given from outside means: every node of a host, or the node
+        of that address."""
+        nodes = self.hosts.get(name) if self.hosts else None
+        if nodes is not None:
+            return nodes
+        node = self.nodes.get(name)
+        if node is None:
+            raise ValueError(f"unknown node {name!r}")
+        return [node]
 
     # --- construction ---------------------------------------------------------
 
@@ -454,15 +515,26 @@ class Topology:
             cell.pinned_id = pspec.pinned_id
             self.pinned[pspec.pinned_id] = cell
         if tid == chain.node_type:
-            if pspec.children:
-                raise ConfigurationError(f"node {pspec.address!r} must not list children: its devices are implied")
-            node = Node(pspec.address, len(chain.nodes), chain, cell)
+            try:
+                host, first, last = device_range(pspec.address)
+            except ValueError as e:
+                raise ConfigurationError(f"node {e}", cell_type=pspec.cell_type) from None
+            if last is not None and last - first + 1 != cell.leaves:
+                raise ConfigurationError(
+                    f"node {pspec.address!r} names {last - first + 1} devices of host {host!r}, a "
+                    f"{pspec.cell_type} has {cell.leaves}",
+                    cell_type=pspec.cell_type,
+                )
+            node = Node(pspec.address, len(chain.nodes), chain, cell, host, first)
             if pspec.address in self.nodes:
                 raise ConfigurationError(f"node {pspec.address!r} is defined twice")
+            self._claim(node)
             self.nodes[pspec.address] = node
             chain.nodes.append(node)
             self._build_inside_node(cell, node)
             cell.nodes = [node]
+            for child_spec in pspec.children:
+                self._name_inside_node(child_spec, cell)
         else:
             if len(pspec.children) != chain.child_count[tid]:
                 raise ConfigurationError(
@@ -483,15 +555,44 @@ class Topology:
             return
         child_tid = cell.chain.child[cell.tid]
         size = cell.chain.leaves[child_tid]
+        base = node.offset
         for i in range(cell.chain.child_count[cell.tid]):
             first = cell.first + i * size
-            address = f"{node.name}/{first}" if size == 1 else f"{node.name}/{first}-{first + size - 1}"
+            at = base + first
+            address = f"{node.host}/{at}" if size == 1 else f"{node.host}/{at}-{at + size - 1}"
             child = Cell(len(self.cells), cell.chain, child_tid, address, cell)
             child.first = first
             child.idle = size
             self._register(child)
             cell.children.append(child)
             self._build_inside_node(child, node)
+
+    def _name_inside_node(self, pspec: PhysicalCellSpec, parent: Cell) -> None:
+        """A cell below the node level listed in the configuration (to pin it): one of
+        the cells its parent holds, by address and type."""
+        cell = next((c for c in parent.children if c.address == pspec.address), None)
+        if cell is None:
+            kind = parent.chain.names[parent.chain.child[parent.tid]] if parent.children else None
+            held = ", ".join(c.address for c in parent.children)
+            raise ConfigurationError(
+                f"physical cell {pspec.address!r} is no cell of {parent.address!r}"
+                + (f": its {kind} cells are {held}" if kind else f": a {parent.cell_type} has no cells inside"),
+                cell_type=pspec.cell_type,
+            )
+        if pspec.cell_type != cell.cell_type:
+            raise ConfigurationError(
+                f"physical cell {pspec.address!r} is a {pspec.cell_type!r} but sits where a "
+                f"{cell.cell_type!r} belongs",
+                cell_type=pspec.cell_type,
+            )
+        if pspec.pinned_id is not None:
+            if pspec.pinned_id in self.pinned:
+                raise ConfigurationError(f"pinned cell id {pspec.pinned_id!r} is used twice")
+            cell.pinned_id = pspec.pinned_id
+            self.pinned[pspec.pinned_id] = cell
+            self.pinned_inside_nodes = True
+        for child_spec in pspec.children:
+            self._name_inside_node(child_spec, cell)
 
     def init_free(self, pinned_owner: dict[str, str]) -> None:
         """Start with every cell free except pinned cells owned by a VC (a pinned id no
@@ -504,7 +605,8 @@ class Topology:
                 self.rebucket(node)
 
     def _mark_pinned(self, cell: Cell, pinned_owner: dict[str, str]) -> bool:
-        inside = cell.level > cell.chain.node_level and any(
+        # Below the node level only when some pinned cell is there (most clusters: none).
+        inside = (cell.level > cell.chain.node_level or self.pinned_inside_nodes) and any(
             [self._mark_pinned(child, pinned_owner) for child in cell.children]
         )
         cell.has_pinned = cell.pinned_id in pinned_owner or inside
@@ -514,7 +616,7 @@ class Topology:
         owner = pinned_owner.get(cell.pinned_id) if cell.pinned_id else None
         if owner is not None:
             cell.binding = Binding(cell, owner, owner, pinned=True)
-            for node in cell.nodes:
+            for node in cell.nodes or (cell.node,):
                 node.pinned = True
         elif cell.has_pinned:
             for child in cell.children:

@@ -200,11 +200,15 @@ class DeviceUse:
 
 @dataclass(frozen=True)
 class NodeStatus:
+    """``node``: the node-level cell's address; ``host``: the Kubernetes node it is on (the
+    same, unless the host carries several SKUs); ``used``: by the host's device indices."""
+
     node: str
     sku: str
     healthy: bool
     devices: int
     used: tuple[DeviceUse, ...]
+    host: str = ""
 
 
 @dataclass(frozen=True)

@@ -133,32 +133,31 @@ class Engine:
     # --- cluster events --------------------------------------------------------------
 
     def set_node_health(self, node: str, healthy: bool) -> None:
-        """Bad nodes get no new pods; pods already there keep their placement."""
-        try:
-            target = self.topology.nodes[node]
-        except KeyError:
-            raise ValueError(f"unknown node {node!r}") from None
-        self.topology.set_health(target, healthy)
+        """Bad nodes get no new pods; pods already there keep their placement. ``node``: a
+        host (all its SKUs' nodes) or a node's address."""
+        for target in self.topology.nodes_of(node):
+            self.topology.set_health(target, healthy)
         if healthy:
             self.ledger.generation += 1
 
     def set_node_foreign_use(self, node: str, devices: int) -> None:
         """``devices`` of the node are held by pods the engine does not manage (another
         scheduler's, a daemon's): they show as used (by ``FOREIGN``) and get no pod. Taken
-        from the node's free devices, highest index first; while the engine's own jobs hold
-        more than the rest, the remainder is taken as they leave. Idempotent."""
-        try:
-            target = self.topology.nodes[node]
-        except KeyError:
-            raise ValueError(f"unknown node {node!r}") from None
-        wanted = max(0, min(int(devices), target.size))
-        if wanted == self._foreign.get(node, 0) and node not in self._foreign_short:
-            return
-        if wanted:
-            self._foreign[node] = wanted
-        else:
-            self._foreign.pop(node, None)
-        self._settle_foreign(target)
+        from the node's free devices, highest index first (on a host carrying several
+        SKUs, from its highest device range down); while the engine's own jobs hold more
+        than the rest, the remainder is taken as they leave. Idempotent."""
+        left = max(0, int(devices))
+        for target in reversed(self.topology.nodes_of(node)):
+            wanted = min(left, target.size)
+            left -= wanted
+            name = target.name
+            if wanted == self._foreign.get(name, 0) and name not in self._foreign_short:
+                continue
+            if wanted:
+                self._foreign[name] = wanted
+            else:
+                self._foreign.pop(name, None)
+            self._settle_foreign(target)
 
     def _settle_foreign(self, target) -> None:
         wanted = self._foreign.get(target.name, 0)
@@ -217,7 +216,10 @@ class Engine:
         if pods is not None:
             devices = {(p.node.cell.id, d) for p in pods for d in p.devices}
         elif pending is not None:
-            devices = {(self.topology.nodes[p.node].cell.id, d) for p in pending.pods for d in p.devices}
+            locate = self.topology.locate
+            devices = {
+                (node.cell.id, d) for p in pending.pods for node, own in (locate(p.node, p.devices),) for d in own
+            }
         else:
             return
         for r in overlapping(reservations, devices, gang.priority):
@@ -362,16 +364,19 @@ class Engine:
     def _reservation_infos(self, reservations: ReservationBook) -> tuple[ReservationInfo, ...]:
         if not reservations:
             return ()
-        by_id = {node.cell.id: node.name for node in self.topology.nodes.values()}
+        by_id = {node.cell.id: node for node in self.topology.nodes.values()}
         return tuple(self._reservation_info(r, by_id) for r in sorted(reservations, key=lambda r: r.job_id))
 
-    def _reservation_info(self, r: Reservation, by_id: dict[int, str]) -> ReservationInfo:
+    def _reservation_info(self, r: Reservation, by_id: dict) -> ReservationInfo:
         pending = self.pending.get(r.job_id) if r.kind == PREEMPTION else None
         return ReservationInfo(
             job_id=r.job_id,
             kind=r.kind,
             nodes=r.nodes,
-            devices=tuple(sorted((by_id[node_id], tuple(sorted(devices))) for node_id, devices in r.devices)),
+            devices=tuple(sorted(
+                (by_id[node_id].name, by_id[node_id].host_devices(tuple(sorted(devices))))
+                for node_id, devices in r.devices
+            )),
             until=r.until,
             victims=r.victims,
             committed=pending is not None and pending.committed,
@@ -714,7 +719,7 @@ class Engine:
         gives way to room that appeared elsewhere, is committed if its victims still make
         room, and is decided again if they do not."""
         vc = self.vcs[gang.vc]
-        skus = {self.topology.nodes[p.node].chain.sku.name for p in pending.pods}
+        skus = {self.topology.locate(p.node, p.devices)[0].chain.sku.name for p in pending.pods}
         option = next((o for o in options if {n.sku for n in o.needs} == skus), options[0])
         needs = option.needs
         lenders = [self.vcs[n] for n in self.requests.lenders[vc.name]] if pending.borrowing else None
@@ -987,8 +992,10 @@ class Engine:
     def _bad_nodes(self, chain: Chain, vc: str | None) -> list[str]:
         names = []
         for node in self.topology.unhealthy.values():
-            if node.chain is not chain or node.pinned:
-                continue
+            if node.chain is not chain or (
+                node.pinned and any(c.binding is not None and c.binding.pinned for c in node.cell.up)
+            ):
+                continue  # wholly inside a pinned cell
             users = {c.binding.user for c in node.cell.up if c.binding is not None}
             if vc is None or not users or vc in users:
                 names.append(node.name)

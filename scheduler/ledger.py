@@ -61,8 +61,8 @@ class RunningJob:
                 PodPlacement(
                     task_role=pod.task_role,
                     index=pod.index,
-                    node=pod.node.name,
-                    devices=pod.devices,
+                    node=pod.node.host,
+                    devices=pod.node.host_devices(pod.devices),
                     cell_chain=topology.chain_addresses(topology.smallest_cell_holding(pod.node, pod.devices)),
                     vc_cell=None if b is None else b.cell.address,
                     lent_by=b.owner if b is not None and b.borrowed else None,

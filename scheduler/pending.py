@@ -45,13 +45,15 @@ class PendingPreemption:
 
     def reservation(self, topology: Topology) -> Reservation:
         devices: dict[int, frozenset[int]] = {}
+        names = set()
         for pod in self.pods:
-            node = topology.nodes[pod.node]
-            devices[node.cell.id] = devices.get(node.cell.id, frozenset()) | frozenset(pod.devices)
+            node, own = topology.locate(pod.node, pod.devices)
+            devices[node.cell.id] = devices.get(node.cell.id, frozenset()) | frozenset(own)
+            names.add(node.name)
         return Reservation(
             job_id=self.job_id,
             devices=tuple(sorted(devices.items())),
-            nodes=tuple(sorted({p.node for p in self.pods})),
+            nodes=tuple(sorted(names)),
             until=None,
             kind=PREEMPTION,
             victims=tuple(self.victims),
@@ -59,7 +61,11 @@ class PendingPreemption:
         )
 
     def nodes(self, topology: Topology) -> list[Node]:
-        return [topology.nodes[name] for name in sorted({p.node for p in self.pods})]
+        nodes = {}
+        for pod in self.pods:
+            node = topology.locate(pod.node, pod.devices)[0]
+            nodes[node.name] = node
+        return [nodes[name] for name in sorted(nodes)]
 
 
 def plan_scopes(topology: Topology, pods: tuple[PodPlacement, ...]) -> dict[str, Cell]:
@@ -67,7 +73,7 @@ def plan_scopes(topology: Topology, pods: tuple[PodPlacement, ...]) -> dict[str,
     the preemption is committed (and what a restore rebuilds from the pods alone)."""
     by_sku: dict[str, list[Node]] = {}
     for pod in pods:
-        node = topology.nodes[pod.node]
+        node = topology.locate(pod.node, pod.devices)[0]
         by_sku.setdefault(node.chain.sku.name, []).append(node)
     scopes = {}
     for sku, nodes in sorted(by_sku.items()):

@@ -52,6 +52,7 @@ class Restorer:
         )
         nodes = self.topology.nodes
         for alloc in order:
+            alloc = self._internal(alloc)
             gone = (
                 sorted({p.node for p in alloc.pods if p.node not in nodes})
                 if any(p.node not in nodes for p in alloc.pods) else ()
@@ -104,13 +105,25 @@ class Restorer:
             partial=tuple(i for i in partial if i.job_id in kept),
         )
 
+    def _internal(self, alloc: Allocation) -> Allocation:
+        """A persisted placement names hosts and their device indices: on hosts carrying
+        several SKUs, the node of each pod's SKU and its own indices instead. A pod whose
+        devices are in no node of its host keeps the host's name, which no node has."""
+        if not self.topology.hosts or not any(p.node in self.topology.hosts for p in alloc.pods):
+            return alloc
+        pods = []
+        for pod in alloc.pods:
+            node, own = self.topology.locate(pod.node, pod.devices)
+            pods.append(pod if node is None else replace(pod, node=node.name, devices=own))
+        return replace(alloc, pods=tuple(pods))
+
     def _restore_pending(self, alloc: Allocation, pending: dict[str, PendingPreemption]) -> bool:
         victims = [v for v in alloc.victims if v in self.ledger.jobs]
         if alloc.job_id in self.ledger.jobs or alloc.job_id in pending:
             return False
         for pod in alloc.pods:
-            node = self.topology.nodes.get(pod.node)
-            if node is None or not pod.devices or not all(0 <= d < node.size for d in pod.devices):
+            node, own = self.topology.locate(pod.node, tuple(pod.devices))
+            if node is None or not own or not all(0 <= d < node.size for d in own):
                 return False
         job = None
         if alloc.planned:
@@ -123,7 +136,7 @@ class Restorer:
                 min_runtime=alloc.min_runtime, state=PREEMPTING,
             )
             mark = self.topology.mark()
-            if self._rebind(job, alloc, reserved=True) is not None:
+            if self._rebind(job, self._internal(alloc), reserved=True) is not None:
                 self.topology.rollback(mark)
                 return False
             self.ledger.register(job)

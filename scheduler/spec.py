@@ -32,14 +32,35 @@ class CellTypeSpec:
 
 @dataclass(frozen=True)
 class PhysicalCellSpec:
-    """A physical cell. Node-level cells are addressed by the Kubernetes node name and
-    have no explicit children (devices 0..n-1 are implied); cells above the node level
-    list their children."""
+    """A physical cell. Node-level cells are addressed by the Kubernetes node name
+    (devices 0..n-1) or, on a host carrying several SKUs, by the host name and the
+    device index range its cells hold (``h1/4-7``: the host's devices 4 to 7); cells
+    above the node level list their children. Cells below the node level are implied
+    (``n1/0-1``, ``n1/2-3``... by the host's device indices): a node lists only those it
+    names, to pin them (``pinned_id``), each under its parent cell."""
 
     cell_type: str
     address: str
     children: tuple["PhysicalCellSpec", ...] = ()
     pinned_id: str | None = None
+
+
+def device_range(address: str) -> tuple[str, int, int | None]:
+    """``(host, first, last)`` of a node-level or smaller cell's address: ``n1`` is
+    ``("n1", 0, None)`` (the whole node), ``h1/4-7`` is ``("h1", 4, 7)`` and ``h1/4``
+    ``("h1", 4, 4)``. ``ValueError`` names what is wrong with a malformed range."""
+    host, slash, rest = address.partition("/")
+    if not slash:
+        return address, 0, None
+    first, dash, last = rest.partition("-")
+    if not host or not first.isdigit() or (dash and not last.isdigit()) or "/" in rest:
+        raise ValueError(
+            f"{address!r} is no node name nor a host's device range (host/first-last, e.g. {host or 'h1'}/4-7)"
+        )
+    lo, hi = int(first), int(last) if dash else int(first)
+    if hi < lo:
+        raise ValueError(f"{address!r}: the range's last device comes before its first")
+    return host, lo, hi
 
 
 @dataclass(frozen=True)

@@ -9,14 +9,17 @@ from .quota import VcState
 
 
 def node_status(topology: Topology, node: str) -> NodeStatus:
+    """A node by its address (on a host carrying several SKUs, ``h1/4-7``); device
+    indices are the host's."""
     try:
         target = topology.nodes[node]
     except KeyError:
         raise ValueError(f"unknown node {node!r}") from None
+    at = target.offset
     used = tuple(
-        DeviceUse(i, job, bool(target.opp[i])) for i, job in enumerate(target.jobs) if job is not None
+        DeviceUse(at + i, job, bool(target.opp[i])) for i, job in enumerate(target.jobs) if job is not None
     )
-    return NodeStatus(target.name, target.chain.sku.name, target.healthy, target.size, used)
+    return NodeStatus(target.name, target.chain.sku.name, target.healthy, target.size, used, target.host)
 
 
 def vc_status(

@@ -8,6 +8,8 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 
+from scheduler.spec import device_range
+
 from .choices import BackendKind, ClusterClass
 
 # A 1,000-node cluster: 10,000 pods cost ~30,000 requests (create, delete, one more): 2.5 minutes
@@ -120,15 +122,22 @@ class CellType(models.Model):
 
 
 class PhysicalCell(models.Model):
-    """An addressed cell: a rack, a node (address = node name), or another level above the node.
+    """An addressed cell: a rack or another level above the node, or a node (address =
+    node name; on a host carrying several SKUs, the host and the range of its devices this
+    SKU's cells hold: ``h1/4-7``).
 
     Levels below the node (switches, devices) are implied by the chain: device indices
-    0..n-1 in order.
+    in order, addressed ``host/first-last`` by the host's indices. One is a row only to
+    be pinned (a GPU pair a VC owns): under its parent cell, at one of those addresses.
     """
 
     cluster = models.ForeignKey(Cluster, on_delete=models.CASCADE, related_name="physical_cells")
     cell_type = models.ForeignKey(CellType, on_delete=models.PROTECT, related_name="physical_cells")
-    address = models.CharField(max_length=253)
+    address = models.CharField(
+        max_length=253,
+        help_text="A node's Kubernetes name; on a host carrying several SKUs, host/first-last (the host's devices "
+        "this SKU's node holds, e.g. h1/4-7); below the node level, the devices it holds (n1/2-3).",
+    )
     parent = models.ForeignKey("self", null=True, blank=True, on_delete=models.CASCADE, related_name="children")
     pinned_id = models.CharField(
         max_length=64, blank=True, default="", help_text="Id a VC uses to own this cell exclusively."
@@ -155,6 +164,61 @@ class PhysicalCell(models.Model):
                     {"cell_type": f"A child of {self.parent.cell_type.name} must be of type "
                      f"{self.parent.cell_type.child.name if self.parent.cell_type.child else 'none'}."}
                 )
+        if self.cell_type_id:
+            self._clean_devices()
+
+    def _clean_devices(self):
+        """A node's device range, or where a cell below the node level sits in its parent."""
+        from .topology import CellChains
+
+        chains = CellChains.for_cluster(self.cluster)
+        kind = chains.by_id[self.cell_type_id]
+        parent = chains.by_id[self.parent.cell_type_id] if self.parent_id is not None else None
+        below = _below_node_level(chains)
+        if kind.is_node_level:
+            try:
+                host, first, last = device_range(self.address)
+            except ValueError as exc:
+                raise ValidationError({"address": f"{exc}."}) from None
+            size = chains.leaf_count(kind)
+            if last is not None and last - first + 1 != size:
+                raise ValidationError({"address": f"A {kind.name} holds {size} devices; {self.address} names "
+                                       f"{last - first + 1} (e.g. {_range_address(host, first, size)})."})
+            others = PhysicalCell.objects.filter(cluster_id=self.cluster_id, cell_type__is_node_level=True).filter(
+                models.Q(address=host) | models.Q(address__startswith=f"{host}/")
+            ).exclude(pk=self.pk).exclude(address=self.address).select_related("cell_type")  # a twin: not unique
+            for other in others:
+                o_first = device_range(other.address)[1]
+                o_size = chains.leaf_count(chains.by_id[other.cell_type_id])
+                if first < o_first + o_size and o_first < first + size:
+                    raise ValidationError({"address": f"Devices {first}-{first + size - 1} of host {host} are also "
+                                           f"node {other.address}'s ({other.cell_type.name}, devices {o_first}-"
+                                           f"{o_first + o_size - 1}): each SKU of a host needs its own range."})
+        elif parent is not None and (parent.is_node_level or parent.pk in below):
+            host, first, _ = device_range(self.parent.address)
+            size = chains.leaf_count(kind)
+            held = [_range_address(host, first + i * size, size) for i in range(parent.child_count)]
+            if self.address not in held:
+                raise ValidationError({"address": f"A {kind.name} inside {self.parent.address} is one of "
+                                       f"{', '.join(held)}."})
+        elif parent is None and kind.pk in below:
+            raise ValidationError({"parent": f"A {kind.name} is below the node level: name the node (or the cell "
+                                   "inside it) that holds it."})
+
+
+def _range_address(host, first, size):
+    return f"{host}/{first}" if size == 1 else f"{host}/{first}-{first + size - 1}"
+
+
+def _below_node_level(chains):
+    """Ids of the cell types below some node-level type."""
+    below = set()
+    for kind in chains.by_id.values():
+        if kind.is_node_level:
+            while kind.child_id is not None:
+                below.add(kind.child_id)
+                kind = chains.by_id[kind.child_id]
+    return below
 
 
 class Node(models.Model):

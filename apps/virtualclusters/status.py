@@ -65,7 +65,9 @@ def cluster_state(cluster):
     engine.restore(allocations)
     nodes = Node.objects.filter(cluster=cluster).values_list("name", "ready", "schedulable", "cells_used_by_others")
     for name, ready, schedulable, used_by_others in nodes:
-        if name in engine.topology.nodes:  # a node the backend reports but no cell describes holds nothing
+        # A node the backend reports but no cell describes holds nothing; a host carrying
+        # several SKUs is their nodes.
+        if name in engine.topology.nodes or name in engine.topology.hosts:
             engine.set_node_health(name, ready and schedulable)
             engine.set_node_foreign_use(name, used_by_others)
     state.engine = engine

@@ -187,7 +187,12 @@ class PodSpec:
     local backend and as the container command on Kubernetes. ``env`` is complete as
     given (``PAI_*`` from :mod:`scheduler.podenv` and anything else); the backend adds
     only ``CUDA_VISIBLE_DEVICES`` (local) or device plumbing (Kubernetes).
-    ``devices`` are the node's device indices the placement chose. ``secrets`` are the
+    ``devices`` are the node's device indices the placement chose (the host's indices: on
+    a host carrying several SKUs, each SKU holds its own range). ``device_resource`` is
+    the extended resource one device of the pod's SKU is (empty: the backend's default);
+    ``devices_by_index``: the pod must get exactly ``devices`` (its host carries several
+    SKUs counted as one resource, so a device plugin could hand out another SKU's
+    devices). ``secrets`` are the
     job's secrets as files, key → text: the backend puts each where only the task reads
     it and sets ``PAI_SECRETS_DIR`` to their directory (see :func:`is_valid_secret_key`
     for the keys it accepts). They stay out of the repr, so a logged spec shows none.
@@ -210,6 +215,8 @@ class PodSpec:
     cpu: float = 0.0
     memory_mb: int = 0
     gpu: int = 0
+    device_resource: str = ""
+    devices_by_index: bool = False
     priority_class: str = ""
     grace_seconds: float = 30.0
     secrets: dict[str, str] = field(default_factory=dict, repr=False)

@@ -11,6 +11,7 @@ from apps.jobs.models import Job, TaskAttempt
 from apps.jobs.worker.backends import cells_used_by_others
 from scheduler.backends import PodSpec, StorageMount, TransientCreationError
 from tests.worker.conftest import Worker, job_yaml, submit  # noqa: F401 (submit is a fixture)
+from tests.worker.test_shared_hosts import shared_hosts  # noqa: F401 (a fixture)
 
 from .conftest import eventually, make_backend
 from .test_worker import Driver
@@ -181,3 +182,15 @@ def test_a_nodes_spare_cpu_is_spent_before_its_cells(world):
     assert cells_used_by_others(world.cluster, info) == 8
     info.name = "unknown-node"
     assert cells_used_by_others(world.cluster, info) == 2  # no cell describes it: its devices alone
+
+
+def test_on_a_host_of_two_skus_others_devices_count_as_devices(shared_hosts):
+    # gpu-node-4: 8 A100 (`gpu-node-4`) and 4 T4 (`gpu-node-4/8-11`). Ten devices others hold
+    # are ten leaf cells across both SKUs, not capped at one SKU's eight.
+    info = SimpleNamespace(name="gpu-node-4", gpu_used_by_others=10, cpu=96.0, cpu_used_by_others=0.0,
+                           memory_mb=524288, memory_mb_used_by_others=0)
+    assert cells_used_by_others(shared_hosts.cluster, info) == 10
+    info.name = "t4-host"  # its one node named by its range
+    assert cells_used_by_others(shared_hosts.cluster, info) == 10
+    info.name, info.gpu_used_by_others = "gpu-node-3", 10
+    assert cells_used_by_others(shared_hosts.cluster, info) == 8  # one SKU: at most its node's cells

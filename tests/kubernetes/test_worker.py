@@ -19,6 +19,7 @@ from apps.clusters.models import Node
 from apps.jobs.models import Job, JobEvent, TaskAttempt, TaskLog
 from apps.jobs.worker.launch import job_key
 from tests.worker.conftest import Worker, job_yaml, submit  # noqa: F401 (submit is a fixture)
+from tests.worker.test_shared_hosts import shared_hosts, sku_job  # noqa: F401 (shared_hosts is a fixture)
 
 
 
@@ -421,3 +422,23 @@ def test_a_created_pod_that_still_waits_costs_no_lookup_and_its_start_is_seen(wo
     # Their start is news: it is looked up and applied.
     assert drive.wait_for_state(job, "RUNNING").state == "RUNNING"
     assert set(TaskAttempt.objects.filter(pod_name__in=names).values_list("state", flat=True)) == {"RUNNING"}
+
+
+def test_on_a_host_of_two_skus_each_pod_gets_its_skus_devices_by_index(shared_hosts, drive, kubelet, submit):
+    # gpu-node-4 carries 8 A100 and 4 T4 (its devices 8-11), all counted as nvidia.com/gpu:
+    # a device plugin could hand a T4 pod an A100, so its pods name their devices.
+    world = shared_hosts
+    t4 = submit(world.a_member, sku_job("t4", sku="T4", command="sleep 600"))
+    whole = submit(world.a_member, sku_job("whole", gpu=8, sku="A100", command="sleep 600"))
+    for job in (t4, whole):
+        drive.wait_for_state(job, "RUNNING")
+    t4_pod, whole_pod = kubelet.pod(t4, "main"), kubelet.pod(whole, "main")
+    assert t4_pod["spec"]["nodeName"] == "gpu-node-4"
+    container = t4_pod["spec"]["containers"][0]
+    assert {e["name"]: e["value"] for e in container["env"]}["NVIDIA_VISIBLE_DEVICES"] == "8,9"
+    assert "nvidia.com/gpu" not in container["resources"]["limits"]
+    # A pod on a host of one SKU is counted by the device plugin as before.
+    assert whole_pod["spec"]["nodeName"] == "gpu-node-1"
+    whole_container = whole_pod["spec"]["containers"][0]
+    assert whole_container["resources"]["limits"]["nvidia.com/gpu"] == "8"
+    assert "NVIDIA_VISIBLE_DEVICES" not in {e["name"] for e in whole_container["env"]}

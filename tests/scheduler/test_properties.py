@@ -1,5 +1,6 @@
 """Invariants over random event sequences: submits, cycles, completions, node failures
-and recoveries on a small cluster of three chains."""
+and recoveries on a small cluster of three chains, with a pinned cell inside a node
+(a1's last switch) and a host carrying two SKUs (v1: 16 V100 and 8 CPU leaf cells)."""
 
 from __future__ import annotations
 
@@ -19,17 +20,22 @@ CLUSTER = ClusterSpec(
     skus=(A100, V100, CPU),
     cell_types=A100_TYPES + V100_TYPES + CPU_TYPES,
     physical_cells=(
-        rack("r1", "a1", "a2"),
+        PhysicalCellSpec("A100-RACK", "r1", (
+            PhysicalCellSpec("A100-NODE", "a1", (PhysicalCellSpec("A100-SWITCH", "a1/6-7", pinned_id="pin-a1"),)),
+            PhysicalCellSpec("A100-NODE", "a2"),
+        )),
         rack("r2", "a3", "a4"),
         PhysicalCellSpec("V100-NODE", "v1"),
         PhysicalCellSpec("V100-NODE", "v2", pinned_id="pin-v2"),
-        PhysicalCellSpec("CPU-NODE", "c1"),
+        PhysicalCellSpec("CPU-NODE", "v1/16-23"),
     ),
 )
-NODES = ("a1", "a2", "a3", "a4", "v1", "v2", "c1")
+NODES = ("a1", "a2", "a3", "a4", "v1", "v2")  # hosts
+ADDRESSES = ("a1", "a2", "a3", "a4", "v1", "v2", "v1/16-23")  # their nodes, one per SKU
 VCS = (
     # A short starvation threshold, so that starving gangs hold reservations in these runs.
-    vc("a", ("A100-NODE", 1), ("A100-SWITCH", 2), cohort="c", max_leaf_cells_per_user=12, starvation_threshold=15.0),
+    vc("a", ("A100-NODE", 1), ("A100-SWITCH", 2), cohort="c", max_leaf_cells_per_user=12, starvation_threshold=15.0,
+       pinned_cells=("pin-a1",)),
     vc("b", ("A100-RACK", 1), cohort="c", lending_limit=8),
     vc("c", ("V100-SOCKET", 1), ("V100-SWITCH", 1), ("CPU-NODE", 1), pinned_cells=("pin-v2",), starvation_threshold=15.0),
 )
@@ -47,7 +53,8 @@ def submit(draw):
     sku = draw(st.sampled_from(SKUS[name]))
     roles = draw(st.lists(st.tuples(st.integers(1, 3), st.sampled_from((1, 2, 4, 8))), min_size=1, max_size=2))
     priority = draw(st.sampled_from((-1, 1, 10, 100)))
-    pinned = sku == "V100" and priority >= 0 and draw(st.booleans())
+    pin = {"V100": "pin-v2", "A100": "pin-a1" if name == "a" else None}.get(sku)
+    pinned = pin is not None and priority >= 0 and draw(st.booleans())
     return (
         "submit",
         name,
@@ -58,7 +65,7 @@ def submit(draw):
         draw(st.sampled_from((0.0, 50.0))),
         draw(st.sampled_from((None, 30.0))),
         draw(st.sampled_from(("u1", "u2"))),
-        "pin-v2" if pinned else None,
+        pin if pinned else None,
     )
 
 
@@ -203,9 +210,10 @@ def check_state(engine: Engine, submitted: dict[str, GangRequest]) -> None:
                 assert seen.get((pod.node, d)) in (None, *alloc.victims), (alloc.job_id, pod.node, d, seen.get((pod.node, d)))
         for victim in alloc.victims:
             assert allocs[victim].state == ("running" if alloc.planned else "terminating")
-    for node in NODES:
-        for use in engine.node_status(node).used:
-            assert seen.pop((node, use.index)) == use.job_id
+    for node in ADDRESSES:
+        status = engine.node_status(node)
+        for use in status.used:
+            assert seen.pop((status.host, use.index)) == use.job_id
     assert seen == {}
     for name in sorted(SKUS):
         for row in engine.vc_status(name).cells:
@@ -281,7 +289,7 @@ def test_restore_of_allocations_rebuilds_the_same_state(events):
         assert copy.allocations() == engine.allocations()
         for name in sorted(SKUS):
             assert copy.vc_status(name) == engine.vc_status(name)
-        for node in NODES:
+        for node in ADDRESSES:
             assert copy.node_status(node) == engine.node_status(node)
     # ... and so the same decisions from then on.
     probe = [
@@ -347,7 +355,7 @@ for n in range(60):
     elif kind < 0.9:
         events.append(("release", rng.randrange(50)))
     else:
-        events.append(("health", rng.choice(["a1", "a2", "a3", "a4", "v1", "c1"]), rng.random() < 0.6))
+        events.append(("health", rng.choice(["a1", "a2", "a3", "a4", "v1", "v2"]), rng.random() < 0.6))
 for engine, _, results in run(events):
     pass
 print(repr(results))

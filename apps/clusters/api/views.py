@@ -173,7 +173,8 @@ class PhysicalCellViewSet(ClusterPartViewSet):
     model = PhysicalCell
     serializer_class = PhysicalCellSerializer
     lookup_field = "address"
-    lookup_value_regex = r"[^/]+"
+    # A node's name, or a host's device range (h1/4-7), or a cell inside a node (n1/2-3).
+    lookup_value_regex = r"[^/]+/?[0-9-]*"
     filterset_class = PhysicalCellFilter
     ordering_fields = ["address"]
     ordering = ["address"]

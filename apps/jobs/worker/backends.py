@@ -123,11 +123,14 @@ def cells_used_by_others(cluster, info):
     devices they hold, and those whose CPU or memory they take. A node's allocatable CPU
     and memory beyond its leaf cells' (what a DaemonSet's pods are meant to use) is spent
     first: only what other pods take beyond it costs leaf cells. A node that is no
-    physical cell counts the devices alone."""
+    physical cell, or a host carrying several SKUs (node cells ``host/first-last``), counts
+    the devices alone (the engine takes them from the host's highest device range down)."""
     if not (info.gpu_used_by_others or info.cpu_used_by_others or info.memory_mb_used_by_others):
         return 0  # the usual case: nothing to look up
     cell = PhysicalCell.objects.filter(cluster=cluster, address=info.name, cell_type__is_node_level=True).first()
-    if cell is None:
+    if cell is None or PhysicalCell.objects.filter(
+        cluster=cluster, address__startswith=f"{info.name}/", cell_type__is_node_level=True
+    ).exists():
         return info.gpu_used_by_others
     types = {t.pk: t for t in CellType.objects.filter(cluster=cluster)}
     leaf, leaves = _leaves(types[cell.cell_type_id], types)

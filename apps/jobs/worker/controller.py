@@ -35,7 +35,7 @@ from django.db.models import Max, Q, Value
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from apps.clusters.models import CellType, Node
+from apps.clusters.models import Node
 from apps.clusters.services import cluster_spec
 from apps.monitoring import figures
 from apps.usage import budgets as usage_budgets
@@ -1227,7 +1227,7 @@ class Controller:
             .order_by("job_id")
         )
         node_ips = self._node_ips()
-        gpus_per_leaf = dict(CellType.objects.filter(cluster=self.cluster, child__isnull=True).values_list("name", "gpu"))
+        devices = launch.DevicePlan.for_cluster(self.cluster)
         planned = []
         # Every attempt has a pod at least: no more of them can start in this cycle.
         attempts = list(attempts[: max(self._creations_left, 0)])
@@ -1243,7 +1243,7 @@ class Controller:
             job = attempt.job
             pairs = of_attempt.get(attempt.pk, [])
             try:
-                specs = launch.pod_specs(job, attempt.index, pairs, job.placement, node_ips, gpus_per_leaf)
+                specs = launch.pod_specs(job, attempt.index, pairs, job.placement, node_ips, devices)
             except NOT_ONE_JOBS_FAILURE:
                 raise
             except Exception as exc:
@@ -1344,7 +1344,7 @@ class Controller:
         if not attempt_ids:
             return
         node_ips = self._node_ips()
-        gpus_per_leaf = dict(CellType.objects.filter(cluster=self.cluster, child__isnull=True).values_list("name", "gpu"))
+        devices = launch.DevicePlan.for_cluster(self.cluster)
         attempts = JobAttempt.objects.filter(pk__in=attempt_ids).select_related(
             "job__owner", "job__virtual_cluster", "job__tenant"
         )
@@ -1358,7 +1358,7 @@ class Controller:
             ):
                 current[ta.task_id] = ta  # the latest of each task
             pairs = [(ta, ta.task) for ta in current.values()]
-            specs = launch.pod_specs(attempt.job, attempt.index, pairs, attempt.job.placement, node_ips, gpus_per_leaf)
+            specs = launch.pod_specs(attempt.job, attempt.index, pairs, attempt.job.placement, node_ips, devices)
             for (ta, _task), spec in zip(pairs, specs):
                 if ta.index > 0 and not ta.pod_uid and not ta.completed_at:
                     self._creations_left -= 1

@@ -1,6 +1,7 @@
 """What the pods of a placed job attempt look like: one PodSpec per task attempt."""
 
 import json
+from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
 from apps.storage.choices import StorageKind
@@ -8,11 +9,52 @@ from apps.storage.models import StorageConfig
 from scheduler import podenv
 from scheduler.backends import ANNOTATION_PLACEMENT, SECRETS_DIR_ENV, SECRETS_MOUNT_PATH, ImagePullAuth, PodSpec
 from scheduler.backends import PortRequest, StorageMount, pod_labels, pod_name
+from scheduler.spec import device_range
 
 from ..protocol.templating import as_text
 
 # How long a stopped task has to end on SIGTERM before SIGKILL.
 DEFAULT_GRACE_SECONDS = 10.0
+
+
+@dataclass(frozen=True)
+class DevicePlan:
+    """How a cluster's pods get their devices. ``gpus_per_leaf``: the devices one leaf
+    cell of each SKU brings (the leaf cells of a CPU SKU are shares of a node, not
+    devices: its pods get none); ``resources``: each SKU's device resource; ``by_index``:
+    the hosts carrying several SKUs of one device resource, whose pods get their devices
+    by index (a device plugin counting that resource could hand out another SKU's)."""
+
+    gpus_per_leaf: dict[str, int] = field(default_factory=dict)
+    resources: dict[str, str] = field(default_factory=dict)
+    by_index: frozenset[str] = frozenset()
+
+    @classmethod
+    def for_cluster(cls, cluster):
+        from apps.clusters.models import PhysicalCell
+        from apps.clusters.topology import CellChains
+
+        chains = CellChains.for_cluster(cluster)
+        leaves = [t for t in chains.by_id.values() if t.is_leaf]
+        gpus, resources = {t.name: t.gpu for t in leaves}, {t.name: t.device_resource for t in leaves}
+        ranged = list(PhysicalCell.objects.filter(
+            cluster=cluster, cell_type__is_node_level=True, address__contains="/"
+        ).values_list("address", "cell_type_id"))
+        if not ranged:
+            return cls(gpus, resources)  # the usual case: one SKU per host
+        by_host = {}
+        for address, type_id in ranged:
+            by_host.setdefault(device_range(address)[0], []).append(type_id)
+        for address, type_id in PhysicalCell.objects.filter(
+            cluster=cluster, cell_type__is_node_level=True, address__in=sorted(by_host)
+        ).values_list("address", "cell_type_id"):
+            by_host[address].append(type_id)
+        shared = set()
+        for host, type_ids in by_host.items():
+            kinds = [chains.leaf(chains.by_id[t]).device_resource for t in type_ids]
+            if len(set(kinds)) < len(kinds):
+                shared.add(host)
+        return cls(gpus, resources, frozenset(shared))
 
 
 def job_key(job):
@@ -109,11 +151,9 @@ def secret_files(secret):
     return {str(key): as_text(value) for key, value in (secret.values if secret is not None else {}).items()}
 
 
-def pod_specs(job, attempt_index, task_attempts, placement, node_ips, gpus_per_leaf):
-    """PodSpec per task attempt row; `task_attempts` are (TaskAttempt, Task) pairs of the attempt.
-
-    `gpus_per_leaf` maps each SKU to the devices one of its leaf cells brings: the leaf
-    cells of a CPU SKU are shares of a node, not devices, so its pods get none.
+def pod_specs(job, attempt_index, task_attempts, placement, node_ips, devices):
+    """PodSpec per task attempt row; `task_attempts` are (TaskAttempt, Task) pairs of the attempt;
+    `devices`: the cluster's :class:`DevicePlan`.
     """
     info = job_info(job)
     roles = dict(task_roles(job))
@@ -154,7 +194,9 @@ def pod_specs(job, attempt_index, task_attempts, placement, node_ips, gpus_per_l
                 namespace=f"pai-{job.tenant.slug}",
                 labels=pod_labels(job_key(job), task.task_role, task.index, attempt_index, ta.index),
                 annotations={ANNOTATION_PLACEMENT: json.dumps(pod, sort_keys=True)},
-                devices=tuple(pod["devices"]) if gpus_per_leaf.get(launch["sku"], 1) else (),
+                devices=tuple(pod["devices"]) if devices.gpus_per_leaf.get(launch["sku"], 1) else (),
+                device_resource=devices.resources.get(launch["sku"], ""),
+                devices_by_index=pod["node"] in devices.by_index,
                 image=launch.get("image") or "",
                 image_pull_auth=ImagePullAuth(
                     username=auth.get("username", ""), password=auth.get("password", ""),

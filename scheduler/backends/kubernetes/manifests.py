@@ -147,11 +147,11 @@ def pod(spec: PodSpec, options: PodOptions, pull_secret_names: list[str] = ()) -
     """The Pod of a placed task attempt, bound to its node by ``spec.nodeName``."""
     env = dict(spec.env)
     resources = {"cpu": _cpu(spec.cpu, options.min_cpu), "memory": f"{spec.memory_mb}Mi" if spec.memory_mb > 0 else options.min_memory}
-    if options.assign_devices:
+    if options.assign_devices or spec.devices_by_index:
         # The placement's devices, not whichever the device plugin would hand out.
         env["NVIDIA_VISIBLE_DEVICES"] = ",".join(str(d) for d in spec.devices) if spec.devices else "void"
     elif spec.devices or spec.gpu:
-        resources[options.device_resource] = str(len(spec.devices) or spec.gpu)
+        resources[spec.device_resource or options.device_resource] = str(len(spec.devices) or spec.gpu)
     mounts = [{"name": SHM_VOLUME, "mountPath": "/dev/shm"}]
     volumes = [{"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": f"{max(1, spec.shm_mb)}Mi"}}]
     for i, storage in enumerate(spec.storage_mounts):
