@@ -132,6 +132,14 @@ class Engine:
 
     # --- cluster events --------------------------------------------------------------
 
+    def knows_node(self, node: str) -> bool:
+        """Whether ``node`` (a host or a node's address) is one of the cluster's physical cells."""
+        try:
+            self.topology.nodes_of(node)
+        except ValueError:
+            return False
+        return True
+
     def set_node_health(self, node: str, healthy: bool) -> None:
         """Bad nodes get no new pods; pods already there keep their placement. ``node``: a
         host (all its SKUs' nodes) or a node's address."""

@@ -67,7 +67,7 @@ def cluster_state(cluster):
     for name, ready, schedulable, used_by_others in nodes:
         # A node the backend reports but no cell describes holds nothing; a host carrying
         # several SKUs is their nodes.
-        if name in engine.topology.nodes or name in engine.topology.hosts:
+        if engine.knows_node(name):
             engine.set_node_health(name, ready and schedulable)
             engine.set_node_foreign_use(name, used_by_others)
     state.engine = engine

@@ -257,3 +257,17 @@ def test_a_batch_one_job_breaks_is_placed_again_job_by_job_with_the_same_task_at
     # No host port is given twice across the jobs' tasks.
     given = [port for ta in TaskAttempt.objects.all() for values in ta.ports.values() for port in values]
     assert len(given) == len(set(given))
+
+
+def test_a_node_row_no_physical_cell_describes_fails_no_cycle(world, worker, submit):
+    # An admin registers a machine before describing its cells (or removes its cells and keeps
+    # the row): the engine has no such node. Its health is not the engine's business, and
+    # every other node's jobs are still placed.
+    from apps.clusters.models import Node
+
+    Node.objects.create(cluster=world.cluster, name="not-yet-described", ready=False)
+    job = submit(world.a_member, job_yaml("placed-anyway", roles={"main": {"commands": ["sleep 30"], "gpu": 0}}))
+
+    worker.cycle()
+
+    assert _placed(job)

@@ -332,8 +332,12 @@ class Controller:
         return self._ips
 
     def sync_node_health(self):
-        """Node health, and the devices other pods hold, from the Node rows to the engine."""
+        """Node health, and the devices other pods hold, from the Node rows to the engine. A
+        Node row no physical cell describes (a machine registered before its cells) is not
+        the engine's: it is passed over, and fails no cycle."""
         for node in Node.objects.filter(cluster=self.cluster).only("name", "ready", "schedulable", "cells_used_by_others"):
+            if not self.engine.knows_node(node.name):
+                continue
             self.engine.set_node_health(node.name, node.healthy)
             self.engine.set_node_foreign_use(node.name, node.cells_used_by_others)
 
