@@ -200,10 +200,14 @@ def test_owner_shares_a_job_through_the_api(shared_world, clients):
     assert denied.status_code == 403
     assert owner.put(url, {"users": []}, format="json").json() == {"users": []}
     assert clients["b_member"].get("/api/v2/jobs/a_member~private_job/config").status_code == 404
+    # Usernames are unique whatever their case: a name typed in capitals finds its user.
+    assert owner.put(url, {"users": ["B_Member"]}, format="json").json() == {"users": ["b_member"]}
+    assert owner.put(url, {"users": []}, format="json").json() == {"users": []}
     assert list(AuditEntry.objects.filter(action__startswith="share.", object_id=str(w.private_job.pk))
                 .order_by("pk").values_list("action", "changes")) == [
         ("share.grant.job", {"user": "a_admin"}), ("share.grant.job", {"user": "b_member"}),
         ("share.revoke.job", {"user": "a_admin"}), ("share.revoke.job", {"user": "b_member"}),
+        ("share.grant.job", {"user": "b_member"}), ("share.revoke.job", {"user": "b_member"}),
     ]
 
 

@@ -7,6 +7,7 @@ of a job (`_job(..., manage=True)`) are exactly those who may share it.
 
 from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db.models.functions import Lower
 from drf_spectacular.utils import OpenApiExample, extend_schema
 from rest_framework import serializers
 from rest_framework.response import Response
@@ -45,9 +46,12 @@ class JobSharesView(APIView):
         data = JobSharesSerializer(data=request.data)
         if not data.is_valid():
             raise InvalidParametersError(f"users: {data.errors.get('users', data.errors)}")
+        # Usernames are unique whatever their case, and looked up so.
         names = set(data.validated_data["users"])
-        users = list(get_user_model().objects.filter(username__in=names, is_active=True))
-        unknown = sorted(names - {u.get_username() for u in users})
+        users = list(get_user_model().objects.annotate(folded=Lower("username"))
+                     .filter(folded__in={n.lower() for n in names}, is_active=True))
+        found = {u.get_username().lower() for u in users}
+        unknown = sorted(n for n in names if n.lower() not in found)
         if unknown:
             raise InvalidParametersError(f"users: no active user named {', '.join(unknown)}")
         try:
