@@ -47,7 +47,7 @@ from scheduler import (  # noqa: E402
     VirtualClusterSpec,
 )
 
-# GPUs per job over all ten clusters of the ITP traces (shared/traces/ms-itp/README.md,
+# GPUs per job over all ten clusters of Microsoft's ITP GPU-cluster job traces (MIT licence;
 # jobs above 16 GPUs split by their exact sizes).
 TRACE_GPU_COUNTS = {1: 57_682, 2: 1_483, 4: 2_371, 8: 7_009, 16: 381, 32: 353, 64: 72}
 QUEUE = 10_000
