@@ -23,6 +23,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.urls import reverse
 from django.utils import timezone
 
 from apps.audit.services import record
@@ -32,6 +33,7 @@ from apps.jobs.notifications import job_url
 from apps.tenants.choices import IdleGpuAction
 from apps.tenants.models import Membership
 from apps.tenants.services import idle_gpu_rule
+from pai.links import public_url
 from scheduler import exitcodes
 
 from .models import IdleGpuNotice, JobGpuUse
@@ -201,7 +203,8 @@ def render(job, use, kind, reason=""):
         lines = [f"The job {name} of {job.owner.username} has stayed below the team's threshold "
                  f"for {idle_hours:.1f} hours; its owner was warned {tenant.idle_gpu_grace_hours} hours ago.", "",
                  *figures, "", f"Team rule: {idle_gpu_rule(tenant)}",
-                 "As a team admin you may stop it (job detail, or the admin's abnormal jobs list).", exempt]
+                 "As a team admin you may stop it from its page, or from the abnormal jobs page: "
+                 + public_url() + reverse("portal:abnormal-jobs"), exempt]
     lines += ["", f"Details: {job_url(job)}"]
     return subject, "\n".join(lines)
 

@@ -191,6 +191,7 @@ def test_with_notify_the_team_admins_are_told_and_a_recovered_job_starts_a_new_s
     assert told.to == ["b_admin@example.com", "team-b-admins@example.com"]
     assert told.subject == "[pai] Job b_member~wobbly of Team B leaves its GPUs idle"
     assert "Below 10 % since" in told.body and "(3.0 hours), 3.0 % on average" in told.body
+    assert "or from the abnormal jobs page: http://127.0.0.1:8000/jobs/abnormal/" in told.body
     sample(12)
     assert len(mail.outbox) == 3  # told once per spell
     job = Job.objects.get(pk=job.pk)
