@@ -210,6 +210,7 @@ class Controller:
         self.backend = backend or backend_for(cluster, guard=fence)
         self.engine = None
         self.config_digest = None
+        self._devices = None  # launch.DevicePlan, read with the configuration (refresh_configuration)
         self.cursor = None
         self.ports = PortAllocator()
         self._ips = None  # node name → IP, read once per cycle
@@ -284,7 +285,9 @@ class Controller:
         return spec, vcs, digest
 
     def refresh_configuration(self):
-        """(Re)build the engine when it is new or the configuration changed; restore placements."""
+        """(Re)build the engine when it is new or the configuration changed; restore placements.
+        The pods' device plan (each SKU's devices and resource) is read again each time."""
+        self._devices = launch.DevicePlan.for_cluster(self.cluster)
         spec, vcs, digest = self._configuration()
         if self.engine is not None and digest == self.config_digest:
             return False
@@ -1231,7 +1234,7 @@ class Controller:
             .order_by("job_id")
         )
         node_ips = self._node_ips()
-        devices = launch.DevicePlan.for_cluster(self.cluster)
+        devices = self._devices
         planned = []
         # Every attempt has a pod at least: no more of them can start in this cycle.
         attempts = list(attempts[: max(self._creations_left, 0)])
@@ -1348,7 +1351,7 @@ class Controller:
         if not attempt_ids:
             return
         node_ips = self._node_ips()
-        devices = launch.DevicePlan.for_cluster(self.cluster)
+        devices = self._devices
         attempts = JobAttempt.objects.filter(pk__in=attempt_ids).select_related(
             "job__owner", "job__virtual_cluster", "job__tenant"
         )
