@@ -2,6 +2,7 @@
 
 from django.conf import settings
 from django.core import checks
+from django.core.exceptions import ValidationError
 
 from scheduler.backends.local import sandbox
 
@@ -42,3 +43,23 @@ def check_local_sandbox(app_configs=None, **kwargs):
         f"The local backend cannot sandbox tasks here: {found}. It runs the jobs of one tenant only "
         "(the first to run a task); other tenants' jobs fail saying why.", hint=HINT, id="jobs.W001",
     )]
+
+
+@checks.register()
+def check_throttle_rates(app_configs=None, **kwargs):
+    """The site's rates read as tenants' do (`N/period[ burst B]`): a typo fails the start,
+    not every request it would limit."""
+    from apps.tenants.models import rate_validator
+
+    errors = []
+    for name in ("PAI_THROTTLE_API", "PAI_THROTTLE_JOB_SUBMIT", "PAI_THROTTLE_JOB_LIST"):
+        value = getattr(settings, name)
+        if value is None:
+            continue
+        try:
+            rate_validator(value)
+        except ValidationError:
+            errors.append(checks.Error(
+                f"{name}={value!r}: {rate_validator.message}", id="jobs.E003",
+            ))
+    return errors

@@ -90,3 +90,14 @@ def test_a_tenant_may_have_rates_of_its_own(world, api, clock):
     world.tenant_a.job_submit_rate = ""  # back to the site's rate, at once
     world.tenant_a.save()
     assert submit(member, job_document(name="a_3")).status_code == 202
+
+
+def test_a_site_rate_that_does_not_read_fails_the_start_naming_the_setting(settings):
+    from django.core import checks
+
+    settings.PAI_THROTTLE_JOB_SUBMIT = "20/week"
+    found = [(m.id, m.msg) for m in checks.run_checks() if m.id == "jobs.E003"]
+    assert found == [("jobs.E003", "PAI_THROTTLE_JOB_SUBMIT='20/week': A number of requests per second, minute, "
+                      "hour or day, such as 50/second, optionally with a burst, such as 20/second burst 300.")]
+    settings.PAI_THROTTLE_JOB_SUBMIT = "20/second burst 300"
+    assert [m for m in checks.run_checks() if m.id == "jobs.E003"] == []
