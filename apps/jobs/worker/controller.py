@@ -59,7 +59,7 @@ from ..choices import JobState, JobSubState
 from .. import notifications
 from ..models import Job, JobAttempt, JobEvent, Task, TaskAttempt, TaskLog
 from . import launch
-from .bulk import bulk_set
+from .bulk import bulk_insert, bulk_set
 from .backends import backend_for, local_state_dir
 from .lease import LeaseLost
 
@@ -237,6 +237,8 @@ class Controller:
         # name → UID of pods this controller created (their UID stored) that were not seen
         # past Pending yet: an observation that they still wait tells nothing new either.
         self._waiting = {}
+        # name → (task attempt id, {(reason, first seen)}): the events stored of live pods.
+        self._events_stored = {}
         # Pods this cycle may still create (PAI_SCHEDULER_MAX_POD_CREATIONS_PER_CYCLE).
         self._creations_left = settings.PAI_SCHEDULER_MAX_POD_CREATIONS_PER_CYCLE
 
@@ -390,6 +392,7 @@ class Controller:
         names = {o.name for o in live}
         self._live = set(names)
         self._ended, self._waiting = {}, {}
+        self._events_stored = {name: kept for name, kept in self._events_stored.items() if name in names}
         missing = (
             TaskAttempt.objects.filter(task__job_attempt__job__virtual_cluster__cluster=self.cluster)
             .filter(completed_at__isnull=True)
@@ -492,6 +495,8 @@ class Controller:
         a time. One that could not be deleted (the API went down) stays listed and goes in
         a later cycle."""
         self._finished_pods = {name: uid for name, uid in self._finished_pods.items() if name in self._live}
+        for name in [name for name in self._events_stored if name not in self._live]:
+            del self._events_stored[name]
         for chunk in self._chunks(list(self._finished_pods.items())):
             for _item in chunk:
                 self._guard()
@@ -575,12 +580,20 @@ class Controller:
             return ""
 
     def _store_events(self, task_attempts):
-        new = []
-        seen = set(
-            JobEvent.objects.filter(task_attempt__in=[ta.pk for ta in task_attempts]).values_list(
+        """Store the backend's new events about these task attempts' pods. What is stored
+        already is remembered per open task attempt (read from the database once, for
+        attempts this controller has not seen), so a pod's later changes re-read nothing."""
+        remembered = self._events_stored
+        unknown = [ta for ta in task_attempts if remembered.get(ta.pod_name, (None,))[0] != ta.pk]
+        for start in range(0, len(unknown), 1000):
+            chunk = {ta.pk: set() for ta in unknown[start:start + 1000]}
+            for pk, reason, at in JobEvent.objects.filter(task_attempt__in=list(chunk)).values_list(
                 "task_attempt_id", "reason", "first_seen"
-            )
-        )
+            ):
+                chunk[pk].add((reason, at))
+            for ta in unknown[start:start + 1000]:
+                remembered[ta.pod_name] = (ta.pk, chunk[ta.pk])
+        new = []
         for ta in task_attempts:
             try:
                 events = self.backend.read_events(ta.pod_name)
@@ -589,14 +602,16 @@ class Controller:
             except Exception:
                 log.exception("cannot read the events of %s", ta.pod_name)
                 continue
+            stored = remembered[ta.pod_name][1]
             for event in events:
                 at = _dt(event.at)
-                if (ta.pk, event.reason, at) in seen:
+                if (event.reason, at) in stored:
                     continue
+                stored.add((event.reason, at))
                 new.append(
                     JobEvent(
                         job_id=ta.task.job_attempt.job_id,
-                        task_attempt=ta,
+                        task_attempt_id=ta.pk,
                         pod_uid=ta.pod_uid,
                         task_role=ta.task.task_role,
                         task_index=ta.task.index,
@@ -610,7 +625,13 @@ class Controller:
                         source_host=ta.node_name,
                     )
                 )
-        JobEvent.objects.bulk_create(new, batch_size=1000)
+        try:
+            bulk_insert(JobEvent, new)
+        except Exception:
+            # Not stored: forget what was remembered, so that the next observation tries again.
+            for ta in task_attempts:
+                remembered.pop(ta.pod_name, None)
+            raise
 
     @staticmethod
     def _code_for_deleted_tasks(attempt_code):
@@ -657,9 +678,10 @@ class Controller:
             bulk_set(TaskAttempt, done, ["state", "exit_code", "exit_spec_code", "diagnostics", "completed_at"])
             bulk_set(Task, tasks, ["state", "retries", "accountable_retries"])
             TaskAttempt.objects.bulk_create(retried)
-            TaskLog.objects.bulk_create(
+            bulk_insert(
+                TaskLog,
                 [TaskLog(task_attempt_id=pk, text=text, truncated=truncated) for pk, (text, truncated) in (logs or {}).items()],
-                batch_size=1000, ignore_conflicts=True,
+                ignore_conflicts=True,
             )
         for ta in done:
             if ta.pod_uid and ta.pod_name in self._live:
