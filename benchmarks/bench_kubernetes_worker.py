@@ -21,8 +21,9 @@ stored, the pod gone). Printed:
   over the pods (target ≤ 3: create, delete and at most one more), by kind; and beside
   them the run's other requests (lists, what a namespace needs once), watches left out;
 - pai's CPU per pod state change: the worker process's own CPU time (controller and
-  watch threads) over the state changes, beside the server process's CPU time
-  (PostgreSQL's is in neither);
+  watch threads) over the state changes, beside the server process's CPU time and that
+  of the machine's PostgreSQL processes (all of them: other work on the machine counts
+  too), and the rate the three together allow on this machine's cores;
 - queries per cycle, peak RSS of the worker process.
 
 Sizes: `BENCH_K8S_WORKER_JOBS` × `BENCH_K8S_WORKER_PODS_PER_JOB` (default 250 × 4 =
@@ -66,6 +67,18 @@ BURST = int(float(os.environ.get("BENCH_K8S_WORKER_BURST", str(QPS))))
 PHASE_TIMEOUT = float(os.environ.get("BENCH_K8S_WORKER_TIMEOUT", "900"))
 PROFILE = os.environ.get("BENCH_K8S_WORKER_PROFILE", "")
 TARGET_SECONDS, TARGET_RATE, TARGET_CALLS = 300, 500, 3
+
+
+def postgres_cpu():
+    """CPU seconds of this machine's PostgreSQL processes (None when none is visible here)."""
+    import psutil
+
+    total, seen = 0.0, False
+    for process in psutil.process_iter(["name", "cpu_times"]):
+        if process.info["name"] in ("postgres", "postmaster") and process.info["cpu_times"] is not None:
+            total += process.info["cpu_times"].user + process.info["cpu_times"].system
+            seen = True
+    return total if seen else None
 
 
 def peak_rss_mb():
@@ -152,6 +165,7 @@ def run(server, worker, namespace):
         return lambda: Job.objects.filter(state=state).count() == JOBS
 
     before = server.stats()  # counters from here
+    pg_before = postgres_cpu()
     cpu, cycles, queries = time.process_time(), worker.cycles, worker.queries.count
     started = time.time()
     server.kubelet("run", namespace)
@@ -164,6 +178,7 @@ def run(server, worker, namespace):
     server.kubelet("stop")
     last = server.stats()
     cpu = time.process_time() - cpu
+    pg_after = postgres_cpu()
     cycles, queries = worker.cycles - cycles, worker.queries.count - queries
 
     calls = Counter(first_phase["calls"]) + Counter(second_phase["calls"]) + Counter(last["calls"])
@@ -197,7 +212,14 @@ def run(server, worker, namespace):
           f"{sum(requests.values()) / DEFAULT_API_QPS:,.0f} s of requests at the default {DEFAULT_API_QPS:,.0f}/s")
     print(f"CPU per pod state change: pai (worker process) {cpu / changes * 1000:.2f} ms ({cpu:.1f} s in all); "
           f"API test server process {server_cpu / changes * 1000:.2f} ms ({server_cpu:.1f} s, its kubelet "
-          f"{first_phase['kubelet']['cpu'] + second_phase['kubelet']['cpu']:.1f} s of it)")
+          f"{first_phase['kubelet']['cpu'] + second_phase['kubelet']['cpu']:.1f} s of it)" + (
+              "" if pg_before is None or pg_after is None else
+              f"; PostgreSQL {(pg_after - pg_before) / changes * 1000:.2f} ms ({pg_after - pg_before:.1f} s, its "
+              f"processes on this machine, whoever's work)"))
+    if pg_before is not None and pg_after is not None:
+        total = (cpu + server_cpu + pg_after - pg_before) / changes
+        print(f"  the three together {total * 1000:.2f} ms per change: at most {os.cpu_count() / total:,.0f} changes/s "
+              f"on {os.cpu_count()} cores if nothing else ran")
     errors = last["internal_errors"]
     assert not errors, errors[0]
 
