@@ -62,4 +62,12 @@ def check_throttle_rates(app_configs=None, **kwargs):
             errors.append(checks.Error(
                 f"{name}={value!r}: {rate_validator.message}", id="jobs.E003",
             ))
+            continue
+        if name == "PAI_THROTTLE_API" and "burst" in value:
+            # The API-wide limit counts requests in a sliding window of the period: a burst
+            # would be ignored without a word.
+            errors.append(checks.Error(
+                f"{name}={value!r}: the API-wide rate takes no burst (only the job rates do); "
+                f"write it as N/period, such as 50/second.", id="jobs.E003",
+            ))
     return errors
