@@ -220,6 +220,11 @@ def run(server, worker, namespace):
         total = (cpu + server_cpu + pg_after - pg_before) / changes
         print(f"  the three together {total * 1000:.2f} ms per change: at most {os.cpu_count() / total:,.0f} changes/s "
               f"on {os.cpu_count()} cores if nothing else ran")
+    # pai's worker and the server are each one Python process: neither uses more than a
+    # core for long (the GIL), so each one's cost per change bounds the rate on its own.
+    wall = gone - started
+    print(f"  busy over the run ({wall:.1f} s): pai's worker {cpu / wall:.0%} of a core (alone it would allow "
+          f"{changes / cpu:,.0f} changes/s), the server {server_cpu / wall:.0%} ({changes / server_cpu:,.0f}/s)")
     errors = last["internal_errors"]
     assert not errors, errors[0]
 
