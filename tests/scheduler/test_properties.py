@@ -274,6 +274,10 @@ def test_invariants_hold_after_every_event(events):
     ("submit", "a", "A100", ((1, 1),), 1, False, 0.0, None, "u1", None),
     ("submit", "a", "A100", ((1, 1),), 1, False, 0.0, None, "u1", None), ("cycle",), ("release", 0),
 ])
+@example([
+    ("fill", "a", -1, False), ("submit", "a", "A100", ((1, 1),), 1, False, 0.0, None, "u1", "pin-a1"),
+    ("urgent", "a"),
+])
 def test_vc_safety_is_never_broken(events):
     for engine, _, _ in run(events):
         check_guarantees(engine)
