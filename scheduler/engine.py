@@ -234,9 +234,10 @@ class Engine:
             if r.job_id in self.pending and r.job_id != gang.job_id:
                 self._drop_pending(self.pending[r.job_id], reservations)
 
-    def _claimed(self, priority: int) -> set[str]:
-        """Victims of preemptions a gang of ``priority`` may not take over."""
-        return {v for p in self.pending.values() if p.priority >= priority for v in p.victims}
+    def _claimed(self, priority: int | None) -> set[str]:
+        """Victims of preemptions a gang of ``priority`` may not take over (``None``: a
+        borrowing gang, which takes over none)."""
+        return {v for p in self.pending.values() if priority is None or p.priority >= priority for v in p.victims}
 
     # --- requests --------------------------------------------------------------------
 
@@ -502,7 +503,10 @@ class Engine:
             if hit is not None and hit[0] == self.ledger.generation:
                 return hit[1]
         lenders = [self.vcs[n] for n in self.requests.lenders[vc.name]] if borrowing else None
-        ids, blocked = reservations.blocked_for(gang, now)
+        # A borrowing gang takes over no preemption's reservation: it is decided after
+        # every gang within its own quota (the borrow pass), whose preemptions of this
+        # cycle stand, their victims perhaps told already.
+        ids, blocked = reservations.blocked_for(gang, now, takeover=not borrowing)
         held, holder = reservations.quota_held(gang, now) if reservations else ({}, None)
         first_reason: _Wait | None = None
         for option in options:
@@ -612,10 +616,10 @@ class Engine:
                 gang, options, reservations, now, borrowing=True
             )
             if isinstance(outcome, _Admission):
+                # Borrowing, it took over no reservation (see ``_admit_guaranteed``).
                 gate.charge(gang, options[0].needs)
                 placements.append(outcome.job)
                 preemptions.extend(outcome.preemptions)
-                self._override(gang, outcome.job.pods, reservations)
                 del reasons[gang.job_id]
                 reservations.keep(lambda r: r.job_id != gang.job_id)
             else:
@@ -663,7 +667,7 @@ class Engine:
             everyone = self._candidates[key] = candidates(
                 self.ledger, vc.name, cohort, gang.priority, set(skus), pool_usable, now, set()
             )
-        claimed = self._claimed(gang.priority)
+        claimed = self._claimed(gang.priority if lenders is None else None)
         ordered = [j for j in everyone if j.job_id not in claimed]
         if lenders is not None:
             ordered = [j for j in ordered if j.opportunistic]
@@ -731,7 +735,7 @@ class Engine:
         option = next((o for o in options if {n.sku for n in o.needs} == skus), options[0])
         needs = option.needs
         lenders = [self.vcs[n] for n in self.requests.lenders[vc.name]] if pending.borrowing else None
-        _, blocked = reservations.blocked_for(gang, now)
+        _, blocked = reservations.blocked_for(gang, now, takeover=lenders is None)
         job = pending.job
         if job is not None and all(v not in self.ledger.jobs for v in pending.victims):
             self.ledger.launch(job, now)
@@ -986,7 +990,7 @@ class Engine:
         if not fits:
             return None
         for r in reservations:
-            if r.job_id == gang.job_id or r.admits(gang, now):
+            if r.job_id == gang.job_id or (r.admits(gang, now) and (lenders is None or r.kind != PREEMPTION)):
                 continue
             if any((node_id, d) in used for node_id, devices in r.devices for d in devices):
                 if r.kind == PREEMPTION:

@@ -254,6 +254,14 @@ def check_guarantees(engine: Engine) -> None:
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(EVENTS)
+# A borrowing gang (b's, priority 100) took over a preemption b's priority-1 gang planned that cycle: reserved twice.
+@example([
+    ("submit", "c", "CPU", ((1, 1), (1, 1)), 10, True, 0.0, None, "u2", None),
+    ("submit", "b", "A100", ((2, 1), (1, 8)), -1, True, 50.0, None, "u1", None), ("urgent", "a"), ("release", 8),
+    ("submit", "b", "A100", ((1, 2),), 10, False, 0.0, 30.0, "u2", None),
+    ("submit", "b", "A100", ((2, 2), (2, 8)), 100, False, 50.0, 30.0, "u2", None),
+    ("submit", "b", "A100", ((3, 1), (1, 8)), 1, False, 0.0, 30.0, "u1", None), ("fill", "b", 1, False),
+])
 def test_invariants_hold_after_every_event(events):
     for engine, submitted, _ in run(events):
         check_state(engine, submitted)
