@@ -286,6 +286,13 @@ def test_invariants_hold_after_every_event(events):
     ("fill", "a", -1, False), ("submit", "a", "A100", ((1, 1),), 1, False, 0.0, None, "u1", "pin-a1"),
     ("urgent", "a"),
 ])
+# An opportunistic pod on a cell a lent to b (its other devices on a's pinned cell) was no candidate victim for a.
+@example([
+    ("submit", "b", "A100", ((3, 8),), 1, False, 0.0, None, "u2", None), ("urgent", "c"),
+    ("submit", "b", "A100", ((3, 1),), 100, True, 50.0, None, "u2", None),
+    ("submit", "b", "A100", ((2, 2), (3, 2)), 10, False, 0.0, 30.0, "u2", None), ("cycle",),
+    ("submit", "b", "A100", ((2, 4),), -1, True, 50.0, None, "u2", None), ("urgent", "a"), ("gone", 18), ("urgent", "c"),
+])
 def test_vc_safety_is_never_broken(events):
     for engine, _, _ in run(events):
         check_guarantees(engine)
