@@ -293,6 +293,12 @@ def test_invariants_hold_after_every_event(events):
     ("submit", "b", "A100", ((2, 2), (3, 2)), 10, False, 0.0, 30.0, "u2", None), ("cycle",),
     ("submit", "b", "A100", ((2, 4),), -1, True, 50.0, None, "u2", None), ("urgent", "a"), ("gone", 18), ("urgent", "c"),
 ])
+# a reclaims a switch it lent to b for its probe: the borrower is a victim only if the probe runs in that switch.
+@example([
+    ("urgent", "a"), ("fill", "b", -1, True), ("submit", "b", "A100", ((1, 2), (1, 1)), -1, True, 50.0, None, "u2", None),
+    ("fill", "c", 1, True), ("submit", "b", "A100", ((2, 8),), 100, True, 0.0, None, "u1", None),
+    ("submit", "b", "A100", ((2, 1),), 10, True, 50.0, None, "u1", None), ("urgent", "a"),
+])
 def test_vc_safety_is_never_broken(events):
     for engine, _, _ in run(events):
         check_guarantees(engine)
