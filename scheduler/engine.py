@@ -219,8 +219,8 @@ class Engine:
         self, gang: GangRequest, pods, reservations: ReservationBook, pending: PendingPreemption | None = None
     ) -> None:
         """A gang placed (or preempting) on devices a lower-priority gang had reserved for
-        its preemption takes them over: that preemption is abandoned and decided again
-        at its gang's turn."""
+        its preemption, or preempting a job that one planned to preempt, takes them over:
+        that preemption is abandoned and decided again at its gang's turn."""
         if pods is not None:
             devices = {(p.node.cell.id, d) for p in pods for d in p.devices}
         elif pending is not None:
@@ -233,6 +233,16 @@ class Engine:
         for r in overlapping(reservations, devices, gang.priority):
             if r.job_id in self.pending and r.job_id != gang.job_id:
                 self._drop_pending(self.pending[r.job_id], reservations)
+        if pending is not None:
+            # Victims are running jobs, so only planned preemptions share them.
+            victims = set(pending.victims)
+            for job_id in sorted(self.pending):
+                other = self.pending.get(job_id)
+                if (
+                    other is not None and job_id != gang.job_id and other.priority < gang.priority
+                    and not victims.isdisjoint(other.victims)
+                ):
+                    self._drop_pending(other, reservations)
 
     def _claimed(self, priority: int | None) -> set[str]:
         """Victims of preemptions a gang of ``priority`` may not take over (``None``: a

@@ -262,6 +262,12 @@ def check_guarantees(engine: Engine) -> None:
     ("submit", "b", "A100", ((2, 2), (2, 8)), 100, False, 50.0, 30.0, "u2", None),
     ("submit", "b", "A100", ((3, 1), (1, 8)), 1, False, 0.0, 30.0, "u1", None), ("fill", "b", 1, False),
 ])
+# a's gang planned to stop the job b's lower gang had planned to stop, which then told it: a planned victim terminating.
+@example([
+    ("submit", "b", "A100", ((1, 2), (3, 2)), 10, False, 0.0, None, "u2", None), ("urgent", "a"), ("fill", "b", -1, False),
+    ("submit", "b", "A100", ((1, 2),), 1, True, 0.0, None, "u1", None), ("cycle",),
+    ("submit", "a", "A100", ((2, 2),), 100, True, 0.0, None, "u2", None), ("cycle",),
+])
 def test_invariants_hold_after_every_event(events):
     for engine, submitted, _ in run(events):
         check_state(engine, submitted)
