@@ -6,16 +6,16 @@ smallest quota cell type that fits, else a split of the smallest free ancestor),
 breaking the safety invariant. A VC's new cell is looked for first inside the top-level
 cell holding most of its cells, or, for its first cells, a free top-level cell of just
 that type, else the top-level cell with the most idle leaves: a VC's cells stay
-together, so its gangs fit (and preempt) within few of them. When binding the cell
-found would break the safety invariant, the search goes on elsewhere, skipping only the
-free cells of that line and type (binding any of them would break it alike). A gang's pods of one SKU stay inside one chain (the
-top-level cells of one type): the first pod picks it, and if the rest do not fit there
-every other chain is tried in turn. An opportunistic pod runs on idle devices anywhere,
-pinned cells included, which count as cells bound to a VC (as in HiveD; their owner
-preempts it when it needs them). Pods are placed largest first; later pods prefer the nodes the
-gang already uses, then nodes with the lowest common ancestor, then the tightest fit
-(partly used nodes first, so whole nodes stay whole). Inside a node the devices come
-from the smallest cell that holds them.
+together, so its gangs fit (and preempt) within few of them. When binding the cell found
+would break the safety invariant, the search goes on elsewhere, skipping only the free
+cells of that line and type (binding any of them would break it alike). A gang's pods of
+one SKU stay inside one chain (the top-level cells of one type): the first pod picks it,
+and if the rest do not fit there every other chain is tried in turn. An opportunistic
+pod runs on idle devices anywhere, pinned cells included, which count as cells bound to
+a VC (as in HiveD; their owner preempts it when it needs them). Pods are placed largest
+first; later pods prefer the nodes the gang already uses, then nodes with the lowest
+common ancestor, then the tightest fit (partly used nodes first, so whole nodes stay
+whole). Inside a node the devices come from the smallest cell that holds them.
 """
 
 from __future__ import annotations

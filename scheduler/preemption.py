@@ -1,9 +1,10 @@
 """Choosing victims for a guaranteed gang that does not fit as things stand.
 
-A gang may preempt opportunistic jobs anywhere its VC could use (its own bound cells, the
-cells it lent, and the free pool; any device of a pod counts), lower-priority jobs of its own VC, and borrowers running on cells lent
-from its VC's quota — never a job still inside its minimum runtime, never single pods,
-never a job already being stopped or claimed by another preemption.
+A gang may preempt opportunistic jobs anywhere its VC could use (its own bound cells,
+the cells it lent, and the free pool; any device of a pod counts), lower-priority jobs
+of its own VC, and borrowers running on cells lent from its VC's quota — never a job
+still inside its minimum runtime, never single pods, never a job already being stopped
+or claimed by another preemption.
 
 Victims are chosen locally: the gang is placed inside one candidate cell — a node when
 it fits on one, else the smallest cell above the node (a rack) that can hold it, or, for
