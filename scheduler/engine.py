@@ -793,9 +793,11 @@ class Engine:
         job = self._new_job(gang, now)
         inner = self.topology.mark()
         # With only demoted victims the gang may go anywhere: it stops no one; stopped
-        # victims must hold devices it uses, so it stays where it was planned.
+        # victims must hold devices it uses, so it stays where it was planned (and a
+        # placement that would leave one of them out is no placement for this plan).
         scopes = pending.scopes if len(lazy) < len(victims) else None
-        if self.placer.place_guaranteed(job, vc, needs, lenders, blocked, scopes) is not None:
+        stopped = [v for v in victims if v.job_id not in lazy]
+        if not self._placed_over(job, vc, needs, lenders, blocked, scopes, stopped):
             # The demoted victims' devices are needed after all: stop them too.
             self.topology.rollback(inner)
             for victim in victims:
@@ -803,7 +805,7 @@ class Engine:
                     kept += self.ledger.remove(victim, keep_for=vc.name)
             lazy = set()
             job = self._new_job(gang, now)
-            if self.placer.place_guaranteed(job, vc, needs, lenders, blocked, pending.scopes) is not None:
+            if not self._placed_over(job, vc, needs, lenders, blocked, pending.scopes, victims):
                 self.topology.rollback(mark)
                 return None
         self.ledger.drop_unused(kept)
@@ -824,6 +826,16 @@ class Engine:
         reservations.keep(lambda r: r.job_id != gang.job_id)
         reservations.append(pending.reservation(self.topology))
         return _Preempting(pending, told)
+
+    def _placed_over(
+        self, job: RunningJob, vc: VcState, needs: list[PodNeed], lenders: list[VcState] | None, blocked: Blocked,
+        scopes: dict | None, stopped: list[RunningJob],
+    ) -> bool:
+        """Place the gang; whether it fits using devices of every job in ``stopped``."""
+        if self.placer.place_guaranteed(job, vc, needs, lenders, blocked, scopes) is not None:
+            return False
+        used = {(p.node.cell.id, d) for p in job.pods for d in p.devices}
+        return all(any((p.node.cell.id, d) in used for p in v.pods for d in p.devices) for v in stopped)
 
     def _drop_pending(self, pending: PendingPreemption, reservations: ReservationBook, abandon: bool = True) -> None:
         if abandon:
