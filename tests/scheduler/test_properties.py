@@ -340,6 +340,12 @@ def test_restore_of_allocations_rebuilds_the_same_state(events):
     ("submit", "c", "V100", ((1, 4),), 10, False, 0.0, None, "u1", None),
     ("submit", "c", "V100", ((1, 2), (1, 2)), 1, True, 0.0, None, "u2", None), ("urgent", "c"),
 ])
+# A victim re-took devices over two of a's switch cells, only the first filed as full: a restored copy placed otherwise.
+@example([
+    ("submit", "b", "A100", ((1, 4),), 1, True, 50.0, None, "u2", None), ("fill", "b", -1, True),
+    ("submit", "a", "A100", ((2, 1),), 10, False, 50.0, None, "u1", None),
+    ("submit", "a", "A100", ((3, 1),), 100, True, 50.0, 30.0, "u1", None), ("urgent", "c"),
+])
 def test_restore_after_any_prefix_gives_the_same_next_cycle(events):
     """After every event, an engine restored from the persisted allocations decides the
     next cycle exactly as the running one: placements, preemptions, reasons and the
