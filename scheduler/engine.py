@@ -784,26 +784,29 @@ class Engine:
         victims = sorted(victims, key=lambda j: j.job_id)
         lazy = {j.job_id for j in victims if not j.opportunistic and j.lazy_preemption}
         mark = self.topology.mark()
-        kept = []
-        for victim in victims:
-            if victim.job_id in lazy:
-                self.ledger.demote(victim)
-            else:
-                kept += self.ledger.remove(victim, keep_for=vc.name)
-        job = self._new_job(gang, now)
-        inner = self.topology.mark()
-        # With only demoted victims the gang may go anywhere: it stops no one; stopped
-        # victims must hold devices it uses, so it stays where it was planned (and a
-        # placement that would leave one of them out is no placement for this plan).
-        scopes = pending.scopes if len(lazy) < len(victims) else None
-        stopped = [v for v in victims if v.job_id not in lazy]
-        if not self._placed_over(job, vc, needs, lenders, blocked, scopes, stopped):
-            # The demoted victims' devices are needed after all: stop them too.
-            self.topology.rollback(inner)
+        kept: list = []
+        job: RunningJob | None = None
+        if lazy:
             for victim in victims:
                 if victim.job_id in lazy:
+                    self.ledger.demote(victim)
+                else:
                     kept += self.ledger.remove(victim, keep_for=vc.name)
+            job = self._new_job(gang, now)
+            # With only demoted victims the gang may go anywhere: it stops no one; stopped
+            # victims must hold devices it uses, so it stays where it was planned (and a
+            # placement that would leave one of them out is no placement for this plan).
+            scopes = pending.scopes if len(lazy) < len(victims) else None
+            stopped = [v for v in victims if v.job_id not in lazy]
+            if not self._placed_over(job, vc, needs, lenders, blocked, scopes, stopped):
+                self.topology.rollback(mark)
+                job, kept = None, []
+        if job is None:
+            # No lazy victim, or their devices are needed after all: every victim stops,
+            # its cells kept for the gang, as when the preemption was planned.
             lazy = set()
+            for victim in victims:
+                kept += self.ledger.remove(victim, keep_for=vc.name)
             job = self._new_job(gang, now)
             if not self._placed_over(job, vc, needs, lenders, blocked, pending.scopes, victims):
                 self.topology.rollback(mark)

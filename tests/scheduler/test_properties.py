@@ -305,6 +305,11 @@ def test_invariants_hold_after_every_event(events):
     ("fill", "c", 1, True), ("submit", "b", "A100", ((2, 8),), 100, True, 0.0, None, "u1", None),
     ("submit", "b", "A100", ((2, 1),), 10, True, 50.0, None, "u1", None), ("urgent", "a"),
 ])
+# c's probe stops its lazy victims after all: demoted first, their cells were lost and the commit missed the plan's.
+@example([
+    ("submit", "c", "V100", ((1, 1), (2, 2)), 10, True, 50.0, None, "u2", None),
+    ("submit", "c", "V100", ((1, 1), (2, 2)), 1, True, 50.0, None, "u2", None), ("urgent", "b"),
+])
 def test_vc_safety_is_never_broken(events):
     for engine, _, _ in run(events):
         check_guarantees(engine)
