@@ -711,7 +711,7 @@ class Topology:
             if node.healthy:
                 for c in node.leaf_cells[d].up:
                     c.idle -= 1
-        self._update_room(node, devices[0])
+        self._update_rooms(node, devices)
         n = len(devices)
         node.free -= n
         if opportunistic:
@@ -734,7 +734,7 @@ class Topology:
             if node.healthy:
                 for c in node.leaf_cells[d].up:
                     c.idle += 1
-        self._update_room(node, devices[0])
+        self._update_rooms(node, devices)
         n = len(devices)
         node.free += n
         if opportunistic:
@@ -786,8 +786,9 @@ class Topology:
             buckets[key[0]][key[1]].add(node.index)
         node.bucket = key
 
-    def _update_room(self, node: Node, device: int) -> None:
-        """File the binding holding ``device``, if any, by whether it has idle room."""
+    def _update_room(self, node: Node, device: int) -> Cell | None:
+        """File the binding holding ``device``, if any, by whether it has idle room;
+        return its cell."""
         for c in node.leaf_cells[device].up:
             binding = c.binding
             if binding is not None:
@@ -796,7 +797,17 @@ class Topology:
                     roomy.add(binding)
                 else:
                     roomy.discard(binding)
-                return
+                return c
+        return None
+
+    def _update_rooms(self, node: Node, devices: tuple[int, ...]) -> None:
+        """``_update_room`` for every binding holding some of ``devices`` (a pod may span
+        several cells bound inside a node: each must be filed, not only the first)."""
+        filed = None
+        for d in devices:
+            if filed is not None and (filed.node is None or filed.first <= d < filed.first + filed.leaves):
+                continue
+            filed = self._update_room(node, d)
 
     # --- queries ----------------------------------------------------------------
 

@@ -219,8 +219,8 @@ class Engine:
         self, gang: GangRequest, pods, reservations: ReservationBook, pending: PendingPreemption | None = None
     ) -> None:
         """A gang placed (or preempting) on devices a lower-priority gang had reserved for
-        its preemption takes them over: that preemption is abandoned and decided again
-        at its gang's turn."""
+        its preemption, or preempting a job that one planned to preempt, takes them over:
+        that preemption is abandoned and decided again at its gang's turn."""
         if pods is not None:
             devices = {(p.node.cell.id, d) for p in pods for d in p.devices}
         elif pending is not None:
@@ -233,10 +233,21 @@ class Engine:
         for r in overlapping(reservations, devices, gang.priority):
             if r.job_id in self.pending and r.job_id != gang.job_id:
                 self._drop_pending(self.pending[r.job_id], reservations)
+        if pending is not None:
+            # Victims are running jobs, so only planned preemptions share them.
+            victims = set(pending.victims)
+            for job_id in sorted(self.pending):
+                other = self.pending.get(job_id)
+                if (
+                    other is not None and job_id != gang.job_id and other.priority < gang.priority
+                    and not victims.isdisjoint(other.victims)
+                ):
+                    self._drop_pending(other, reservations)
 
-    def _claimed(self, priority: int) -> set[str]:
-        """Victims of preemptions a gang of ``priority`` may not take over."""
-        return {v for p in self.pending.values() if p.priority >= priority for v in p.victims}
+    def _claimed(self, priority: int | None) -> set[str]:
+        """Victims of preemptions a gang of ``priority`` may not take over (``None``: a
+        borrowing gang, which takes over none)."""
+        return {v for p in self.pending.values() if priority is None or p.priority >= priority for v in p.victims}
 
     # --- requests --------------------------------------------------------------------
 
@@ -502,7 +513,10 @@ class Engine:
             if hit is not None and hit[0] == self.ledger.generation:
                 return hit[1]
         lenders = [self.vcs[n] for n in self.requests.lenders[vc.name]] if borrowing else None
-        ids, blocked = reservations.blocked_for(gang, now)
+        # A borrowing gang takes over no preemption's reservation: it is decided after
+        # every gang within its own quota (the borrow pass), whose preemptions of this
+        # cycle stand, their victims perhaps told already.
+        ids, blocked = reservations.blocked_for(gang, now, takeover=not borrowing)
         held, holder = reservations.quota_held(gang, now) if reservations else ({}, None)
         first_reason: _Wait | None = None
         for option in options:
@@ -612,10 +626,10 @@ class Engine:
                 gang, options, reservations, now, borrowing=True
             )
             if isinstance(outcome, _Admission):
+                # Borrowing, it took over no reservation (see ``_admit_guaranteed``).
                 gate.charge(gang, options[0].needs)
                 placements.append(outcome.job)
                 preemptions.extend(outcome.preemptions)
-                self._override(gang, outcome.job.pods, reservations)
                 del reasons[gang.job_id]
                 reservations.keep(lambda r: r.job_id != gang.job_id)
             else:
@@ -663,7 +677,7 @@ class Engine:
             everyone = self._candidates[key] = candidates(
                 self.ledger, vc.name, cohort, gang.priority, set(skus), pool_usable, now, set()
             )
-        claimed = self._claimed(gang.priority)
+        claimed = self._claimed(gang.priority if lenders is None else None)
         ordered = [j for j in everyone if j.job_id not in claimed]
         if lenders is not None:
             ordered = [j for j in ordered if j.opportunistic]
@@ -731,7 +745,7 @@ class Engine:
         option = next((o for o in options if {n.sku for n in o.needs} == skus), options[0])
         needs = option.needs
         lenders = [self.vcs[n] for n in self.requests.lenders[vc.name]] if pending.borrowing else None
-        _, blocked = reservations.blocked_for(gang, now)
+        _, blocked = reservations.blocked_for(gang, now, takeover=lenders is None)
         job = pending.job
         if job is not None and all(v not in self.ledger.jobs for v in pending.victims):
             self.ledger.launch(job, now)
@@ -770,26 +784,31 @@ class Engine:
         victims = sorted(victims, key=lambda j: j.job_id)
         lazy = {j.job_id for j in victims if not j.opportunistic and j.lazy_preemption}
         mark = self.topology.mark()
-        kept = []
-        for victim in victims:
-            if victim.job_id in lazy:
-                self.ledger.demote(victim)
-            else:
-                kept += self.ledger.remove(victim, keep_for=vc.name)
-        job = self._new_job(gang, now)
-        inner = self.topology.mark()
-        # With only demoted victims the gang may go anywhere: it stops no one; stopped
-        # victims must hold devices it uses, so it stays where it was planned.
-        scopes = pending.scopes if len(lazy) < len(victims) else None
-        if self.placer.place_guaranteed(job, vc, needs, lenders, blocked, scopes) is not None:
-            # The demoted victims' devices are needed after all: stop them too.
-            self.topology.rollback(inner)
+        kept: list = []
+        job: RunningJob | None = None
+        if lazy:
             for victim in victims:
                 if victim.job_id in lazy:
+                    self.ledger.demote(victim)
+                else:
                     kept += self.ledger.remove(victim, keep_for=vc.name)
-            lazy = set()
             job = self._new_job(gang, now)
-            if self.placer.place_guaranteed(job, vc, needs, lenders, blocked, pending.scopes) is not None:
+            # With only demoted victims the gang may go anywhere: it stops no one; stopped
+            # victims must hold devices it uses, so it stays where it was planned (and a
+            # placement that would leave one of them out is no placement for this plan).
+            scopes = pending.scopes if len(lazy) < len(victims) else None
+            stopped = [v for v in victims if v.job_id not in lazy]
+            if not self._placed_over(job, vc, needs, lenders, blocked, scopes, stopped):
+                self.topology.rollback(mark)
+                job, kept = None, []
+        if job is None:
+            # No lazy victim, or their devices are needed after all: every victim stops,
+            # its cells kept for the gang, as when the preemption was planned.
+            lazy = set()
+            for victim in victims:
+                kept += self.ledger.remove(victim, keep_for=vc.name)
+            job = self._new_job(gang, now)
+            if not self._placed_over(job, vc, needs, lenders, blocked, pending.scopes, victims):
                 self.topology.rollback(mark)
                 return None
         self.ledger.drop_unused(kept)
@@ -810,6 +829,16 @@ class Engine:
         reservations.keep(lambda r: r.job_id != gang.job_id)
         reservations.append(pending.reservation(self.topology))
         return _Preempting(pending, told)
+
+    def _placed_over(
+        self, job: RunningJob, vc: VcState, needs: list[PodNeed], lenders: list[VcState] | None, blocked: Blocked,
+        scopes: dict | None, stopped: list[RunningJob],
+    ) -> bool:
+        """Place the gang; whether it fits using devices of every job in ``stopped``."""
+        if self.placer.place_guaranteed(job, vc, needs, lenders, blocked, scopes) is not None:
+            return False
+        used = {(p.node.cell.id, d) for p in job.pods for d in p.devices}
+        return all(any((p.node.cell.id, d) in used for p in v.pods for d in p.devices) for v in stopped)
 
     def _drop_pending(self, pending: PendingPreemption, reservations: ReservationBook, abandon: bool = True) -> None:
         if abandon:
@@ -986,7 +1015,7 @@ class Engine:
         if not fits:
             return None
         for r in reservations:
-            if r.job_id == gang.job_id or r.admits(gang, now):
+            if r.job_id == gang.job_id or (r.admits(gang, now) and (lenders is None or r.kind != PREEMPTION)):
                 continue
             if any((node_id, d) in used for node_id, devices in r.devices for d in devices):
                 if r.kind == PREEMPTION:

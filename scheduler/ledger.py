@@ -215,19 +215,29 @@ class Ledger:
         """Release a job's devices and the bindings it alone kept bound. With
         ``keep_for`` (a preemption by a gang of that VC), the bindings that VC uses stay,
         for the preemptor to take over as HiveD does, and are returned: ``drop_unused``
-        them afterwards."""
+        them afterwards. So do the cells that VC lent the job (a borrower preempted to
+        take them back), bound to the VC again once no other borrower uses them: the
+        preemptor runs in the cells it reclaims, so its victims hold devices it uses."""
         self._index(job, False)
         self.undo.append(lambda: self._index(job, True))
         kept = []
+        reclaimed = []
         for pod in job.pods:
             if not pod.reserved:
                 self.topology.vacate(pod.node, pod.devices)
             self._count(job, pod, -1)
             self.undo.append(lambda pod=pod: self._count(job, pod, 1))
-            if pod.binding is not None and pod.binding.user == keep_for:
-                kept.append(pod.binding)
+            binding = pod.binding
+            if binding is not None and binding.user == keep_for:
+                kept.append(binding)
+            elif binding is not None and keep_for is not None and binding.owner == keep_for:
+                reclaimed.append(binding)
             else:
-                self._drop_if_unused(pod.binding)
+                self._drop_if_unused(binding)
+        for binding in dict.fromkeys(reclaimed):
+            if binding.usage == 0 and binding.cell.binding is binding:
+                self.drop_binding(binding)
+                kept.append(self.new_binding(binding.cell, binding.owner, binding.owner, binding.line))
         self._grow()
         return kept
 

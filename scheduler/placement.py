@@ -6,14 +6,16 @@ smallest quota cell type that fits, else a split of the smallest free ancestor),
 breaking the safety invariant. A VC's new cell is looked for first inside the top-level
 cell holding most of its cells, or, for its first cells, a free top-level cell of just
 that type, else the top-level cell with the most idle leaves: a VC's cells stay
-together, so its gangs fit (and preempt) within few of them. A gang's pods of one SKU stay inside one chain (the
-top-level cells of one type): the first pod picks it, and if the rest do not fit there
-every other chain is tried in turn. An opportunistic pod runs on idle devices anywhere,
-pinned cells included, which count as cells bound to a VC (as in HiveD; their owner
-preempts it when it needs them). Pods are placed largest first; later pods prefer the nodes the
-gang already uses, then nodes with the lowest common ancestor, then the tightest fit
-(partly used nodes first, so whole nodes stay whole). Inside a node the devices come
-from the smallest cell that holds them.
+together, so its gangs fit (and preempt) within few of them. When binding the cell found
+would break the safety invariant, the search goes on elsewhere, skipping only the free
+cells of that line and type (binding any of them would break it alike). A gang's pods of
+one SKU stay inside one chain (the top-level cells of one type): the first pod picks it,
+and if the rest do not fit there every other chain is tried in turn. An opportunistic
+pod runs on idle devices anywhere, pinned cells included, which count as cells bound to
+a VC (as in HiveD; their owner preempts it when it needs them). Pods are placed largest
+first; later pods prefer the nodes the gang already uses, then nodes with the lowest
+common ancestor, then the tightest fit (partly used nodes first, so whole nodes stay
+whole). Inside a node the devices come from the smallest cell that holds them.
 """
 
 from __future__ import annotations
@@ -201,15 +203,16 @@ class Placer:
 
     def find_free_cell(
         self, chain: Chain, tid: int, k: int, anchor: Cell | None, blocked: Blocked, room: int = 0,
-        line: int = ANY_LINE, scope: Cell | None = None,
+        line: int = ANY_LINE, scope: Cell | None = None, avoid: frozenset[tuple[int, int]] | set = frozenset(),
     ) -> Cell | None:
         """A free cell of type ``tid`` with ``k`` usable devices on one node, or one carved
         out of the smallest free ancestor; cells without any running pod first. With
         ``room`` (the first pod of a multi-pod gang), first only inside a region with
         that many idle leaves, so the rest of the gang can follow close by. ``line``
-        keeps to one chain, ``scope`` to the nodes inside one cell."""
+        keeps to one chain, ``scope`` to the nodes inside one cell; ``avoid``: the free
+        cells not to take or split, as (line, type) pairs (see ``free_source``)."""
         if scope is not None:
-            return self._free_cell_in_scope(chain, tid, k, blocked, scope)
+            return self._free_cell_in_scope(chain, tid, k, blocked, scope, avoid)
         if line == ANY_LINE:
             roots, free_count = chain.roots, chain.free_count
         else:
@@ -219,24 +222,30 @@ class Placer:
                 for m in [tid] + chain.ancestors[tid]:
                     if free_count[m] == 0:
                         continue
-                    found = self._search_free(chain, m, k, anchor, blocked, clean, region_room, roots)
+                    usable = [r for r in roots if (r.line, m) not in avoid] if avoid else roots
+                    found = self._search_free(chain, m, k, anchor, blocked, clean, region_room, usable)
                     if found is not None:
                         return self._descend(found, tid, k, blocked) if m != tid else found
         return None
 
-    def _free_cell_in_scope(self, chain: Chain, tid: int, k: int, blocked: Blocked, scope: Cell) -> Cell | None:
+    def _free_cell_in_scope(
+        self, chain: Chain, tid: int, k: int, blocked: Blocked, scope: Cell,
+        avoid: frozenset[tuple[int, int]] | set = frozenset(),
+    ) -> Cell | None:
         """A cell of type ``tid`` that is free (or inside a free cell) and holds or lies
         inside ``scope``, with ``k`` usable devices on a node of the scope."""
         if chain.level[tid] >= scope.level:
             cell = next((a for a in scope.up if a.tid == tid), None)
-            if cell is None or cell.has_pinned or not any(a.free for a in cell.up):
+            if cell is None or cell.has_pinned or not any(a.free for a in cell.up) or free_source(cell) in avoid:
                 return None
             return cell if self._usable(cell, k, blocked, scope) else None
         if any(a.free for a in scope.up):
+            if free_source(scope) in avoid:
+                return None
             return self._descend(scope, tid, k, blocked) if self._usable(scope, k, blocked) else None
         for clean in (True, False):
             for m in [tid] + chain.ancestors[tid]:
-                if chain.level[m] > scope.level or scope.free_below[m] == 0:
+                if chain.level[m] > scope.level or scope.free_below[m] == 0 or (scope.line, m) in avoid:
                     continue
                 found = self._search_free(chain, m, k, None, blocked, clean, 0, [scope])
                 if found is not None:
@@ -277,28 +286,29 @@ class Placer:
                 continue
             tried.add((tid, entry_line))
             search_line = entry_line if entry_line != ANY_LINE else line
-            cell = None
+            home = None
             if anchor is None and scope is None and lenders is None:
                 home = self._home(owner, chain, tid, search_line)
+            # Whether binding a cell keeps the safety invariant depends only on the free
+            # cell it is taken from or carved out of, by its line and type: when one
+            # breaks it, every free cell of that line and type would, and the search
+            # goes on among the others (the VC's home first, then anywhere).
+            avoid: set[tuple[int, int]] = set()
+            while True:
+                cell = None
                 if home is not None:
-                    cell = self.find_free_cell(chain, tid, k, None, blocked, room, search_line, home)
-            if cell is None:
-                cell = self.find_free_cell(chain, tid, k, anchor, blocked, room, search_line, scope)
-            if cell is None:
-                continue
-            binding = self._bind_if_safe(chain, cell, owner, vc, entry_line)
-            if binding is not None:
-                return binding
-            if search_line == ANY_LINE and scope is None and chain.bound_demand:
-                # That chain's free cells are kept for entries naming it: try the others.
-                tried_line = cell.line
-                for other in chain.lines():
-                    if other == tried_line:
-                        continue
-                    cell = self.find_free_cell(chain, tid, k, anchor, blocked, room, other, None)
-                    binding = None if cell is None else self._bind_if_safe(chain, cell, owner, vc, entry_line)
-                    if binding is not None:
-                        return binding
+                    cell = self.find_free_cell(chain, tid, k, None, blocked, room, search_line, home, avoid)
+                    if cell is None:
+                        home = None
+                if cell is None:
+                    cell = self.find_free_cell(chain, tid, k, anchor, blocked, room, search_line, scope, avoid)
+                if cell is None:
+                    break
+                source = free_source(cell)
+                binding = self._bind_if_safe(chain, cell, owner, vc, entry_line)
+                if binding is not None:
+                    return binding
+                avoid.add(source)
         return None
 
     @staticmethod
@@ -495,6 +505,13 @@ class Placer:
             if any(by_free[free] for by_free in chain.buckets):
                 return free
         return 0
+
+
+def free_source(cell: Cell) -> tuple[int, int]:
+    """The free cell that ``cell`` is, or lies inside, as (line, type): binding ``cell``
+    takes or splits that one."""
+    source = next(a for a in cell.up if a.free)
+    return source.line, source.tid
 
 
 def _by_chain(needs: list[PodNeed]) -> list[tuple[str, list[PodNeed]]]:

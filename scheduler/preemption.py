@@ -1,9 +1,10 @@
 """Choosing victims for a guaranteed gang that does not fit as things stand.
 
-A gang may preempt opportunistic jobs anywhere its VC could use (its own bound cells and
-the free pool), lower-priority jobs of its own VC, and borrowers running on cells lent
-from its VC's quota — never a job still inside its minimum runtime, never single pods,
-never a job already being stopped or claimed by another preemption.
+A gang may preempt opportunistic jobs anywhere its VC could use (its own bound cells,
+the cells it lent, and the free pool; any device of a pod counts), lower-priority jobs
+of its own VC, and borrowers running on cells lent from its VC's quota — never a job
+still inside its minimum runtime, never single pods, never a job already being stopped
+or claimed by another preemption.
 
 Victims are chosen locally: the gang is placed inside one candidate cell — a node when
 it fits on one, else the smallest cell above the node (a rack) that can hold it, or, for
@@ -46,16 +47,24 @@ class Choice:
     scopes: dict[str, Cell]  # SKU -> the cell the gang's pods of that SKU go in
 
 
-def _covering_binding_user(job: RunningJob) -> list[str | None]:
-    users = []
+def _in_the_way(job: RunningJob, vc: str, pool_usable: bool) -> bool:
+    """Whether an opportunistic job holds a device of a cell the VC uses or lent (it takes
+    lent cells back by preempting their borrowers) or, with ``pool_usable``, of no VC's
+    cell. Every device counts: a pod may span cells of several VCs."""
     for pod in job.pods:
-        owner = None
-        for cell in pod.node.leaf_cells[pod.devices[0]].up:
-            if cell.binding is not None:
-                owner = cell.binding.user
-                break
-        users.append(owner)
-    return users
+        leaf_cells = pod.node.leaf_cells
+        for d in pod.devices:
+            binding = None
+            for cell in leaf_cells[d].up:
+                if cell.binding is not None:
+                    binding = cell.binding
+                    break
+            if binding is None:
+                if pool_usable:
+                    return True
+            elif binding.user == vc or binding.owner == vc:
+                return True
+    return False
 
 
 def candidates(
@@ -64,10 +73,10 @@ def candidates(
 ) -> list[RunningJob]:
     """Running jobs this gang may preempt, cheapest first.
 
-    ``pool_usable``: the VC still has unbound quota, so opportunistic pods on unbound
-    cells are in its way too; otherwise only those on its own bound cells are.
+    ``pool_usable``: the VC still has unbound quota (or may get some back from its
+    borrowers), so opportunistic pods on unbound cells are in its way too; otherwise
+    only those on its own bound cells, or cells it lent, are.
     ``claimed``: victims of pending preemptions, which no one else may pick."""
-    useful_users = (vc, None) if pool_usable else (vc,)
     out = []
 
     def eligible(job: RunningJob) -> bool:
@@ -78,7 +87,7 @@ def candidates(
         )
 
     for job in ledger.opportunistic.values():
-        if eligible(job) and any(user in useful_users for user in _covering_binding_user(job)):
+        if eligible(job) and _in_the_way(job, vc, pool_usable):
             out.append(job)
     for job in ledger.guaranteed_by_vc.get(vc, {}).values():
         if job.priority < priority and eligible(job):

@@ -109,14 +109,21 @@ class ReservationBook:
                 held[sku] = held.get(sku, 0) + n
         return held, first
 
-    def blocked_for(self, gang: GangRequest, now: float, backfill: bool = True) -> tuple[tuple, Blocked]:
+    def blocked_for(
+        self, gang: GangRequest, now: float, backfill: bool = True, takeover: bool = True
+    ) -> tuple[tuple, Blocked]:
         """The devices a gang must keep out of (all reservations but its own and, with
-        ``backfill``, those that admit it), and a key naming that set."""
+        ``backfill``, those that admit it; without ``takeover``, preemptions' admit no
+        one), and a key naming that set."""
         if not self._items:
             return (), {}
         own = [r for r in self._items if r.job_id == gang.job_id]
-        if backfill and any(r.admits(gang, now) for r in self._items if r.job_id != gang.job_id):
-            return _merge(r for r in self._items if r.job_id != gang.job_id and not r.admits(gang, now))
+
+        def admitted(r: Reservation) -> bool:
+            return r.admits(gang, now) and (takeover or r.kind != PREEMPTION)
+
+        if backfill and any(admitted(r) for r in self._items if r.job_id != gang.job_id):
+            return _merge(r for r in self._items if r.job_id != gang.job_id and not admitted(r))
         if len(own) == len(self._items):
             return (), {}
         return ("all", self.version, gang.job_id if own else ""), _AllBut(self._held, own)

@@ -82,6 +82,36 @@ def test_vc_preempts_rather_than_split_a_cell_another_vc_is_promised():
     assert nodes_of(result, "y1") == ["n2"]
 
 
+def test_a_vcs_first_cell_goes_elsewhere_when_the_emptiest_rack_is_another_vcs_promise():
+    engine = Engine(
+        a100_cluster(rack("r1", "n1", "n2"), rack("r2", "n3", "n4")),
+        [vc("racks", ("A100-RACK", 1)), vc("x", ("A100-NODE", 1)), vc("y", ("A100-SWITCH", 1))],
+    )
+    engine.schedule([gang("y1", "y", (1, 2))], now=0)  # splits r1: y gets a switch of n1
+    assert {a.job_id: a.pods[0].node for a in engine.allocations()} == {"y1": "n1"}
+
+    # r2 is the emptiest rack, but it is the one "racks" was promised; n2 is free.
+    result = engine.schedule([gang("x1", "x", (1, 8))], now=1)
+
+    assert nodes_of(result, "x1") == ["n2"]
+
+
+def test_a_free_cell_with_an_opportunistic_pod_is_bound_rather_than_preempting_it():
+    engine = Engine(
+        a100_cluster(rack("r1", "n1", "n2"), rack("r2", "n3", "n4")),
+        [vc("racks", ("A100-RACK", 1)), vc("x", ("A100-NODE", 1)), vc("y", ("A100-SWITCH", 1))],
+    )
+    engine.schedule([gang("y1", "y", (1, 2))], now=0)  # n1
+    engine.schedule([gang("opp", "racks", (1, 1), priority=-1)], now=1)  # n2, the last free node
+    assert {a.job_id: a.pods[0].node for a in engine.allocations()} == {"y1": "n1", "opp": "n2"}
+
+    # Splitting idle r2 would break the promise to "racks"; n2 has room beside the pod.
+    result = settle(engine, [gang("x1", "x", (1, 2))], now=2)
+
+    assert result.preemptions == ()
+    assert nodes_of(result, "x1") == ["n2"]
+
+
 def test_bad_node_gets_no_pods_shows_as_bad_capacity_and_recovers():
     engine = Engine(a100_cluster(rack("r1", "n1", "n2")), [vc("team", ("A100-NODE", 2))])
     engine.schedule([gang("running", "team", (1, 4))], now=0)  # n1

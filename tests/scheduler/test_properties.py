@@ -254,6 +254,20 @@ def check_guarantees(engine: Engine) -> None:
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(EVENTS)
+# A borrowing gang (b's, priority 100) took over a preemption b's priority-1 gang planned that cycle: reserved twice.
+@example([
+    ("submit", "c", "CPU", ((1, 1), (1, 1)), 10, True, 0.0, None, "u2", None),
+    ("submit", "b", "A100", ((2, 1), (1, 8)), -1, True, 50.0, None, "u1", None), ("urgent", "a"), ("release", 8),
+    ("submit", "b", "A100", ((1, 2),), 10, False, 0.0, 30.0, "u2", None),
+    ("submit", "b", "A100", ((2, 2), (2, 8)), 100, False, 50.0, 30.0, "u2", None),
+    ("submit", "b", "A100", ((3, 1), (1, 8)), 1, False, 0.0, 30.0, "u1", None), ("fill", "b", 1, False),
+])
+# a's gang planned to stop the job b's lower gang had planned to stop, which then told it: a planned victim terminating.
+@example([
+    ("submit", "b", "A100", ((1, 2), (3, 2)), 10, False, 0.0, None, "u2", None), ("urgent", "a"), ("fill", "b", -1, False),
+    ("submit", "b", "A100", ((1, 2),), 1, True, 0.0, None, "u1", None), ("cycle",),
+    ("submit", "a", "A100", ((2, 2),), 100, True, 0.0, None, "u2", None), ("cycle",),
+])
 def test_invariants_hold_after_every_event(events):
     for engine, submitted, _ in run(events):
         check_state(engine, submitted)
@@ -273,6 +287,28 @@ def test_invariants_hold_after_every_event(events):
     ("submit", "a", "A100", ((1, 1),), -1, False, 0.0, None, "u1", None),
     ("submit", "a", "A100", ((1, 1),), 1, False, 0.0, None, "u1", None),
     ("submit", "a", "A100", ((1, 1),), 1, False, 0.0, None, "u1", None), ("cycle",), ("release", 0),
+])
+@example([
+    ("fill", "a", -1, False), ("submit", "a", "A100", ((1, 1),), 1, False, 0.0, None, "u1", "pin-a1"),
+    ("urgent", "a"),
+])
+# An opportunistic pod on a cell a lent to b (its other devices on a's pinned cell) was no candidate victim for a.
+@example([
+    ("submit", "b", "A100", ((3, 8),), 1, False, 0.0, None, "u2", None), ("urgent", "c"),
+    ("submit", "b", "A100", ((3, 1),), 100, True, 50.0, None, "u2", None),
+    ("submit", "b", "A100", ((2, 2), (3, 2)), 10, False, 0.0, 30.0, "u2", None), ("cycle",),
+    ("submit", "b", "A100", ((2, 4),), -1, True, 50.0, None, "u2", None), ("urgent", "a"), ("gone", 18), ("urgent", "c"),
+])
+# a reclaims a switch it lent to b for its probe: the borrower is a victim only if the probe runs in that switch.
+@example([
+    ("urgent", "a"), ("fill", "b", -1, True), ("submit", "b", "A100", ((1, 2), (1, 1)), -1, True, 50.0, None, "u2", None),
+    ("fill", "c", 1, True), ("submit", "b", "A100", ((2, 8),), 100, True, 0.0, None, "u1", None),
+    ("submit", "b", "A100", ((2, 1),), 10, True, 50.0, None, "u1", None), ("urgent", "a"),
+])
+# c's probe stops its lazy victims after all: demoted first, their cells were lost and the commit missed the plan's.
+@example([
+    ("submit", "c", "V100", ((1, 1), (2, 2)), 10, True, 50.0, None, "u2", None),
+    ("submit", "c", "V100", ((1, 1), (2, 2)), 1, True, 50.0, None, "u2", None), ("urgent", "b"),
 ])
 def test_vc_safety_is_never_broken(events):
     for engine, _, _ in run(events):
@@ -304,6 +340,17 @@ def test_restore_of_allocations_rebuilds_the_same_state(events):
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(EVENTS)
+# At the commit, demoting c's lazy victim freed a socket elsewhere: the other victim, told to stop, held none of its devices.
+@example([
+    ("submit", "c", "V100", ((1, 4),), 10, False, 0.0, None, "u1", None),
+    ("submit", "c", "V100", ((1, 2), (1, 2)), 1, True, 0.0, None, "u2", None), ("urgent", "c"),
+])
+# A victim re-took devices over two of a's switch cells, only the first filed as full: a restored copy placed otherwise.
+@example([
+    ("submit", "b", "A100", ((1, 4),), 1, True, 50.0, None, "u2", None), ("fill", "b", -1, True),
+    ("submit", "a", "A100", ((2, 1),), 10, False, 50.0, None, "u1", None),
+    ("submit", "a", "A100", ((3, 1),), 100, True, 50.0, 30.0, "u1", None), ("urgent", "c"),
+])
 def test_restore_after_any_prefix_gives_the_same_next_cycle(events):
     """After every event, an engine restored from the persisted allocations decides the
     next cycle exactly as the running one: placements, preemptions, reasons and the
