@@ -1,6 +1,5 @@
 """The worker as deployed: `manage.py qcluster` with Redis as the broker runs the scheduler loop."""
 
-import os
 import subprocess
 import sys
 import uuid
@@ -9,7 +8,7 @@ import pytest
 
 from apps.jobs.models import Job
 from apps.jobs.tasks import ensure_schedules
-from tests.conftest import requires_postgres
+from tests.conftest import redis_url_for_tests, requires_postgres
 
 from .conftest import job_yaml, stop_qcluster
 from .test_crashes import ROOT, wait_for, worker_env
@@ -22,7 +21,7 @@ pytestmark = [requires_postgres, pytest.mark.django_db(transaction=True, seriali
 def redis_url():
     import redis
 
-    url = os.environ.get("REDIS_URL_FOR_TESTS", "redis://127.0.0.1:6379/15")
+    url = redis_url_for_tests()
     client = redis.Redis.from_url(url)
     client.ping()
     yield url
