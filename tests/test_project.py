@@ -171,6 +171,13 @@ class Serve:
         finally:
             if self.process.poll() is None:
                 os.killpg(self.process.pid, signal.SIGKILL)
+                # The web server and the worker run in sessions of their own: a test that
+                # fails here leaves neither running for the rest of the day.
+                for pid in self.leftovers():
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
         self.reader.join(10)
         return self.output
 
