@@ -81,8 +81,13 @@ $(OPENPAI_CLI)/node_modules/.installed: $(OPENPAI_CLI)/package-lock.json
 node-deps: system-deps $(OPENPAI_CLI)/node_modules/.installed
 
 # The whole suite. CI sets DATABASE_URL to a PostgreSQL server; without it, SQLite.
+# Two pytest-xdist workers (TEST_WORKERS=0 runs it in one process): each has its own test
+# database (test_<name>_gw0, _gw1) and Redis database (tests/conftest.py). `--dist load`
+# hands tests out in the suite's order, so each worker runs its share in that order too:
+# the transactional tests (which empty the database) after the others, as in one process.
+TEST_WORKERS ?= 2
 test: install system-deps node-deps
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist load $(PYTEST_ARGS)
 
 bench: install
 	@for script in benchmarks/bench_*.py; do echo "== $$script"; $(PY) $$script || exit 1; done

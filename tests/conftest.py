@@ -43,6 +43,24 @@ def is_postgres():
 requires_postgres = pytest.mark.skipif(not is_postgres(), reason="needs PostgreSQL (set DATABASE_URL)")
 
 
+def redis_url_for_tests():
+    """The Redis database this test process may flush: REDIS_URL_FOR_TESTS (db 15 by default)
+    for a run in one process; under pytest-xdist each worker counts down from it (gw0 the
+    given db, gw1 the one below, ...), so that one worker's flush never empties another's
+    keys. Counting down stays within Redis's 16 databases from the default 15."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    url = os.environ.get("REDIS_URL_FOR_TESTS", "redis://127.0.0.1:6379/15")
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    index = int(worker.removeprefix("gw") or 0)
+    if index == 0:
+        return url
+    parts = urlsplit(url)
+    db = int(parts.path.strip("/") or 0) - index
+    assert db >= 0, f"REDIS_URL_FOR_TESTS={url}: no Redis database left for xdist worker {worker}"
+    return urlunsplit(parts._replace(path=f"/{db}"))
+
+
 class World:
     """Two teams on one cluster, the shape of the demo: what most tests start from.
 

@@ -124,6 +124,10 @@ def _free_port():
         return s.getsockname()[1]
 
 
+def _default_sigint():
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 class Serve:
     """`make serve` on a fresh data dir, its output read line by line as it comes."""
 
@@ -133,6 +137,10 @@ class Serve:
         self.process = subprocess.Popen(
             ["make", "--no-print-directory", "serve", f"PORT={self.port}", f"PY={sys.executable}"], cwd=ROOT, env=env,
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+            # A terminal's Ctrl-C, whatever started the tests: pytest run in the background of a
+            # non-interactive shell (`make test &`) inherits SIGINT ignored, its children with it,
+            # and a shell cannot trap a signal ignored on entry, so `make serve` never stopped.
+            preexec_fn=_default_sigint,
         )
         self.lines = []
         self.reader = threading.Thread(target=lambda: self.lines.extend(self.process.stdout), daemon=True)
@@ -163,6 +171,13 @@ class Serve:
         finally:
             if self.process.poll() is None:
                 os.killpg(self.process.pid, signal.SIGKILL)
+                # The web server and the worker run in sessions of their own: a test that
+                # fails here leaves neither running for the rest of the day.
+                for pid in self.leftovers():
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
         self.reader.join(10)
         return self.output
 

@@ -1,13 +1,14 @@
 """The cache every production process shares (`REDIS_URL`): pai's Redis backend, which
 reuses one Redis client object per connection pool, against a real Redis server."""
 
-import os
 import time
 
 import pytest
 from django.core.cache import CacheHandler
 from django.test import override_settings
 from rest_framework.throttling import SimpleRateThrottle
+
+from tests.conftest import redis_url_for_tests
 
 from .openpai import assert_error
 
@@ -16,7 +17,7 @@ from .openpai import assert_error
 def redis_cache():
     import redis
 
-    url = os.environ.get("REDIS_URL_FOR_TESTS", "redis://127.0.0.1:6379/15")
+    url = redis_url_for_tests()
     server = redis.Redis.from_url(url)
     server.ping()
     server.flushdb()

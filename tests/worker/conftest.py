@@ -1,3 +1,6 @@
+import os
+import signal
+import subprocess
 import time
 
 import pytest
@@ -8,6 +11,25 @@ from rest_framework.test import APIClient
 from apps.jobs.models import Job
 from apps.jobs.worker.controller import Controller
 from apps.jobs.worker.loop import run_cycle_unless_paused
+
+
+def stop_qcluster(process, timeout=30):
+    """Stop a `manage.py qcluster` started in a session of its own as a deployment does: SIGTERM
+    to the cluster's main process, which stops its workers, monitor and pusher and exits (in
+    about a second). SIGTERM sent to the whole process group instead reaches those children
+    behind the main process's back, and the cluster then never exits (it waited the whole
+    timeout, 20-30 s, for the SIGKILL). Whatever is left after `timeout` is killed."""
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            pass
+    try:
+        os.killpg(process.pid, signal.SIGKILL)  # any child left behind
+    except ProcessLookupError:
+        pass
+    process.wait()
 
 
 @pytest.fixture(autouse=True)

@@ -1,7 +1,5 @@
 """The worker as deployed: `manage.py qcluster` with Redis as the broker runs the scheduler loop."""
 
-import os
-import signal
 import subprocess
 import sys
 import uuid
@@ -10,9 +8,9 @@ import pytest
 
 from apps.jobs.models import Job
 from apps.jobs.tasks import ensure_schedules
-from tests.conftest import requires_postgres
+from tests.conftest import redis_url_for_tests, requires_postgres
 
-from .conftest import job_yaml
+from .conftest import job_yaml, stop_qcluster
 from .test_crashes import ROOT, wait_for, worker_env
 
 # Worker processes need a database other processes can reach: PostgreSQL.
@@ -23,7 +21,7 @@ pytestmark = [requires_postgres, pytest.mark.django_db(transaction=True, seriali
 def redis_url():
     import redis
 
-    url = os.environ.get("REDIS_URL_FOR_TESTS", "redis://127.0.0.1:6379/15")
+    url = redis_url_for_tests()
     client = redis.Redis.from_url(url)
     client.ping()
     yield url
@@ -47,8 +45,6 @@ def test_qcluster_with_a_redis_broker_runs_a_submitted_job(world, submit, tmp_pa
         )
         assert wait_for(lambda: Job.objects.get(pk=job.pk).state == "SUCCEEDED", timeout=60)
     finally:
-        os.killpg(qcluster.pid, signal.SIGTERM)
-        try:
-            qcluster.wait(20)
-        except subprocess.TimeoutExpired:
-            os.killpg(qcluster.pid, signal.SIGKILL)
+        # The scheduler loop runs as a task for up to 55 s (SCHEDULER_LOOP_SECONDS) and qcluster
+        # waits for running tasks before it exits: it is killed after a moment (it was after 20 s).
+        stop_qcluster(qcluster, timeout=3)
