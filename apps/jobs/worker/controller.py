@@ -237,7 +237,8 @@ class Controller:
         # name → UID of pods this controller created (their UID stored) that were not seen
         # past Pending yet: an observation that they still wait tells nothing new either.
         self._waiting = {}
-        # name → (task attempt id, {(reason, first seen)}): the events stored of live pods.
+        # name → (task attempt id, {(reason, first seen)}): the events stored of live pods
+        # (forgotten when the feed says the pod is gone, or a relist misses it).
         self._events_stored = {}
         # Pods this cycle may still create (PAI_SCHEDULER_MAX_POD_CREATIONS_PER_CYCLE).
         self._creations_left = settings.PAI_SCHEDULER_MAX_POD_CREATIONS_PER_CYCLE
@@ -419,6 +420,7 @@ class Controller:
             latest[observation.name] = observation  # the feed is ordered: the last one wins
             if observation.deleted:
                 self._live.discard(observation.name)
+                self._events_stored.pop(observation.name, None)
             else:
                 self._live.add(observation.name)
         for name, observation in list(latest.items()):
@@ -495,8 +497,6 @@ class Controller:
         a time. One that could not be deleted (the API went down) stays listed and goes in
         a later cycle."""
         self._finished_pods = {name: uid for name, uid in self._finished_pods.items() if name in self._live}
-        for name in [name for name in self._events_stored if name not in self._live]:
-            del self._events_stored[name]
         for chunk in self._chunks(list(self._finished_pods.items())):
             for _item in chunk:
                 self._guard()
